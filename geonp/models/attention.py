@@ -1,0 +1,322 @@
+"""Biased multi-head attention: one exact kernel for every model.
+
+Computes ``softmax(Q Kᵀ / √d + B) V`` where the bias ``B`` (or, more generally,
+the logit function) depends on the raw coordinates of query and key points.
+:func:`tiled_attention` works on tiles of queries and keys with an online
+softmax over key tiles (BSA eqs. 6–8, in log-sum-exp form), recomputes each
+tile in the backward pass, and so never materialises an ``nq × nk`` tensor
+beyond one tile.  :func:`dense_attention` is the reference it is tested
+against.
+
+Shapes: ``q [b, h, nq, d]``, ``k [b, h, nk, d]``, ``v [b, h, nk, e]``,
+coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
+(``True`` = a real key), output ``[b, h, nq, e]``.
+"""
+
+from __future__ import annotations
+
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import UnknownOptionError
+
+__all__ = ["ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "BACKENDS"]
+
+BACKENDS = ("auto", "tiled", "dense")
+#: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
+MASKED = -1e30
+#: default number of elements of one [b, h, q_tile, k_tile] tile (64 MB in float32)
+TILE_ELEMENTS = 2**24
+K_TILE = 1024
+#: exponents are clamped here: exp(-80) ≈ 2e-35 is zero at float32 precision, and CPUs evaluate
+#: exp up to ~40× slower once results fall into the denormal range
+MIN_EXPONENT = -80.0
+
+
+class ScoreMod(nn.Module):
+    """How coordinates enter the attention logits.
+
+    Subclasses with ``additive = True`` implement :meth:`bias` and give logits
+    ``scores + bias(xq, xk)`` (the fast path).  Others implement
+    :meth:`forward` mapping scaled dot products and coordinates to logits.
+    """
+
+    additive: bool = True
+
+    def bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        """Bias ``[b, h or 1, nq, nk]`` from coordinates ``[b, nq, c]``, ``[b, nk, c]``."""
+        raise NotImplementedError
+
+    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        """Same values as :meth:`bias`, computed without autograd (override for speed)."""
+        return self.bias(xq, xk)
+
+    def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
+        """Gradients of ``(grad * bias(xq, xk)).sum()`` for each trainable parameter.
+
+        Optional fast path of the backward pass (coordinates without gradients);
+        ``None`` means "use autograd on :meth:`bias`".
+        """
+        return None
+
+    def forward(self, scores: Tensor, xq: Tensor, xk: Tensor) -> Tensor:
+        """Logits ``[b, h, nq, nk]`` from scaled dot products ``scores`` and coordinates."""
+        return scores + self.bias(xq, xk)
+
+
+def default_tiles(b: int, h: int, nq: int, nk: int, elements: int = TILE_ELEMENTS) -> tuple[int, int]:
+    """Query and key tile sizes so that one ``[b, h, q_tile, k_tile]`` tile holds about ``elements``."""
+    k_tile = max(1, min(nk, K_TILE))
+    q_tile = max(1, min(nq, elements // max(1, b * h * k_tile)))
+    return q_tile, k_tile
+
+
+def dense_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    score: ScoreMod | None = None,
+    xq: Tensor | None = None,
+    xk: Tensor | None = None,
+    key_mask: Tensor | None = None,
+) -> Tensor:
+    """Reference implementation: materialise all logits, softmax, weight ``v``."""
+    logits = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if score is not None:
+        logits = score(logits, xq, xk)
+    if key_mask is not None:
+        logits = logits.masked_fill(~key_mask[:, None, None, :], MASKED)
+    return torch.matmul(torch.softmax(logits, dim=-1), v)
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    score: ScoreMod | None = None,
+    xq: Tensor | None = None,
+    xk: Tensor | None = None,
+    key_mask: Tensor | None = None,
+    *,
+    backend: str = "auto",
+    q_tile: int | None = None,
+    k_tile: int | None = None,
+) -> Tensor:
+    """Biased multi-head attention with a choice of backend.
+
+    Parameters
+    ----------
+    q, k, v : Tensor
+        ``[b, h, nq, d]``, ``[b, h, nk, d]``, ``[b, h, nk, e]``.
+    score : ScoreMod, optional
+        Bias or logit function of the coordinates; ``None`` for plain attention.
+    xq, xk : Tensor, optional
+        ``[b, nq, c]`` and ``[b, nk, c]`` coordinates passed to ``score``.
+    key_mask : Tensor, optional
+        ``[b, nk]`` bool, ``True`` for real keys.
+    backend : {"auto", "tiled", "dense"}
+        ``"tiled"`` (and ``"auto"``) is the memory-bounded kernel; ``"dense"`` the reference.
+    q_tile, k_tile : int, optional
+        Tile sizes (memory knob only: results do not depend on them).
+
+    Returns
+    -------
+    Tensor
+        ``[b, h, nq, e]``.
+    """
+    if backend == "dense":
+        return dense_attention(q, k, v, score, xq, xk, key_mask)
+    if backend not in BACKENDS:
+        raise UnknownOptionError(f"unknown attention backend {backend!r}; expected one of {BACKENDS}.")
+    return tiled_attention(q, k, v, score, xq, xk, key_mask, q_tile=q_tile, k_tile=k_tile)
+
+
+def tiled_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    score: ScoreMod | None = None,
+    xq: Tensor | None = None,
+    xk: Tensor | None = None,
+    key_mask: Tensor | None = None,
+    *,
+    q_tile: int | None = None,
+    k_tile: int | None = None,
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Exact attention computed tile by tile (see module docstring).
+
+    With ``return_lse=True`` also returns the row log-sum-exp of the logits,
+    ``[b, h, nq]`` (no gradient flows through it).
+    """
+    b, h, nq, _ = q.shape
+    nk = k.shape[2]
+    dq, dk = default_tiles(b, h, nq, nk)
+    q_tile = q_tile or dq
+    k_tile = k_tile or dk
+    params: Sequence[Tensor] = [p for p in score.parameters() if p.requires_grad] if score is not None else []
+    out, lse = _TiledAttention.apply(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, len(params), *params)
+    return (out, lse) if return_lse else out
+
+
+def _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale, fast: bool) -> Tensor:
+    """Logits of one tile, ``[b, h, tq, tk]``."""
+    if score is not None and score.additive:
+        bias = score.fast_bias(xq_t, xk_t) if fast else score.bias(xq_t, xk_t)
+        shape = (q_t.shape[0], q_t.shape[1], q_t.shape[2], k_t.shape[2])
+        logits = torch.matmul(q_t, k_t.transpose(-1, -2)).mul_(scale).add_(bias.expand(shape))
+    else:
+        logits = torch.matmul(q_t, k_t.transpose(-1, -2)).mul_(scale)
+        if score is not None:
+            logits = score(logits, xq_t, xk_t)
+    if km_t is not None:
+        logits = logits.masked_fill(~km_t[:, None, None, :], MASKED)
+    return logits
+
+
+def _additive_mask(score, xq_t, xk_t, km_t, dtype) -> Tensor | None:
+    """Float mask for scaled_dot_product_attention: the bias plus padding."""
+    mask = score.fast_bias(xq_t, xk_t) if score is not None else None
+    if km_t is not None:
+        pad = torch.zeros(km_t.shape, dtype=dtype, device=km_t.device).masked_fill_(~km_t, MASKED)[:, None, None, :]
+        mask = pad if mask is None else mask + pad
+    return mask
+
+
+def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale) -> tuple[Tensor, Tensor]:
+    """Output and log-sum-exp of one (query tile, key tile) pair."""
+    if (
+        (score is None or score.additive)
+        and q_t.device.type == "cpu"
+        and q_t.dtype in (torch.float32, torch.float64)
+        and v_t.shape[-1] == q_t.shape[-1]
+    ):
+        mask = _additive_mask(score, xq_t, xk_t, km_t, q_t.dtype)
+        if mask is not None:
+            mask = mask.expand(q_t.shape[0], q_t.shape[1], q_t.shape[2], k_t.shape[2])
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q_t, k_t, v_t, 0.0, False, attn_mask=mask, scale=scale
+        )
+        return out, lse
+    logits = _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale, fast=True)
+    lse = torch.logsumexp(logits, dim=-1)
+    return torch.matmul(logits.sub_(lse[..., None]).clamp_(min=MIN_EXPONENT).exp_(), v_t), lse
+
+
+class _TiledAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, xq, xk, key_mask, score, q_tile, k_tile, n_params, *params):
+        b, h, nq, d = q.shape
+        nk = k.shape[2]
+        scale = d**-0.5
+        out = q.new_empty(b, h, nq, v.shape[-1])
+        lse = q.new_empty(b, h, nq)
+        with torch.no_grad():
+            for qs in range(0, nq, q_tile):
+                qe = min(nq, qs + q_tile)
+                acc, acc_lse = None, None
+                for ks in range(0, nk, k_tile):
+                    ke = min(nk, ks + k_tile)
+                    o_j, l_j = _tile_forward(
+                        q[:, :, qs:qe], k[:, :, ks:ke], v[:, :, ks:ke], score,
+                        None if xq is None else xq[:, qs:qe], None if xk is None else xk[:, ks:ke],
+                        None if key_mask is None else key_mask[:, ks:ke], scale,
+                    )
+                    if acc is None:
+                        acc, acc_lse = o_j, l_j
+                        continue
+                    new_lse = torch.logaddexp(acc_lse, l_j)  # eq. 8: m, ℓ and the rescaling k^(j) in one step
+                    acc = acc * (acc_lse - new_lse).exp_()[..., None] + o_j * (l_j - new_lse).exp_()[..., None]
+                    acc_lse = new_lse
+                out[:, :, qs:qe] = acc
+                lse[:, :, qs:qe] = acc_lse
+        ctx.save_for_backward(q, k, v, xq, xk, key_mask, out, lse)
+        ctx.score, ctx.tiles, ctx.n_params = score, (q_tile, k_tile), n_params
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, grad_out, _grad_lse):
+        q, k, v, xq, xk, key_mask, out, lse = ctx.saved_tensors
+        score, (q_tile, k_tile) = ctx.score, ctx.tiles
+        params = [p for p in score.parameters() if p.requires_grad] if score is not None else []
+        b, h, nq, d = q.shape
+        nk = k.shape[2]
+        scale = d**-0.5
+        grad_out = grad_out.contiguous()
+        delta = (grad_out * out).sum(-1)  # [b, h, nq]
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dparams = [torch.zeros_like(p) for p in params]
+        need_xq = xq is not None and xq.requires_grad
+        need_xk = xk is not None and xk.requires_grad
+        dxq = torch.zeros_like(xq) if need_xq else None
+        dxk = torch.zeros_like(xk) if need_xk else None
+        general = score is not None and not score.additive
+        for qs in range(0, nq, q_tile):
+            qe = min(nq, qs + q_tile)
+            q_t, do_t = q[:, :, qs:qe], grad_out[:, :, qs:qe]
+            for ks in range(0, nk, k_tile):
+                ke = min(nk, ks + k_tile)
+                k_t, v_t = k[:, :, ks:ke], v[:, :, ks:ke]
+                km_t = None if key_mask is None else key_mask[:, ks:ke]
+                xq_t = None if xq is None else xq[:, qs:qe].detach().requires_grad_(need_xq)
+                xk_t = None if xk is None else xk[:, ks:ke].detach().requires_grad_(need_xk)
+                analytic = None
+                if score is not None and score.additive and not (need_xq or need_xk):
+                    analytic = score  # try the parameter-gradient fast path below
+                with torch.enable_grad():
+                    raw = torch.matmul(q_t, k_t.transpose(-1, -2)) * scale
+                    if general:
+                        raw.requires_grad_(True)
+                        graph_out = logits = score(raw, xq_t, xk_t)
+                    elif score is not None:
+                        with torch.set_grad_enabled(analytic is None):
+                            graph_out = score.fast_bias(xq_t, xk_t) if analytic is not None else score.bias(xq_t, xk_t)
+                        logits = raw + graph_out.detach()
+                    else:
+                        graph_out, logits = None, raw
+                logits = logits.detach()
+                if km_t is not None:
+                    logits = logits.masked_fill(~km_t[:, None, None, :], MASKED)
+                p = logits.sub_(lse[:, :, qs:qe, None]).clamp_(min=MIN_EXPONENT).exp_()  # [b, h, tq, tk]
+                dv[:, :, ks:ke] += torch.matmul(p.transpose(-1, -2), do_t)
+                dlogits = torch.matmul(do_t, v_t.transpose(-1, -2)).sub_(delta[:, :, qs:qe, None]).mul_(p)
+                draw = dlogits
+                fast = analytic.bias_grad(xq_t, xk_t, dlogits) if analytic is not None and params else None
+                if fast is not None:
+                    for i, g in enumerate(fast):
+                        dparams[i] += g
+                elif graph_out is not None and (general or params or need_xq or need_xk):
+                    if analytic is not None:  # no analytic gradient: rebuild the bias with a graph
+                        with torch.enable_grad():
+                            graph_out = score.bias(xq_t, xk_t)
+                    inputs = ([raw] if general else []) + list(params)
+                    inputs += [t for t, need in ((xq_t, need_xq), (xk_t, need_xk)) if need]
+                    go = dlogits if general else _sum_to(dlogits, graph_out.shape)
+                    grads = list(torch.autograd.grad(graph_out, inputs, go, allow_unused=True))
+                    if general:
+                        draw = grads.pop(0)
+                    for i in range(len(params)):
+                        if grads[i] is not None:
+                            dparams[i] += grads[i]
+                    rest = grads[len(params):]
+                    if need_xq and (g := rest.pop(0)) is not None:
+                        dxq[:, qs:qe] += g
+                    if need_xk and (g := rest.pop(0)) is not None:
+                        dxk[:, ks:ke] += g
+                if draw is None:
+                    continue
+                dq[:, :, qs:qe] += torch.matmul(draw, k_t).mul_(scale)
+                dk[:, :, ks:ke] += torch.matmul(draw.transpose(-1, -2), q_t).mul_(scale)
+        return (dq, dk, dv, dxq, dxk, None, None, None, None, None, *dparams)
+
+
+def _sum_to(t: Tensor, shape: torch.Size) -> Tensor:
+    """Sum ``t`` over the dimensions where ``shape`` broadcasts (size 1)."""
+    dims = [i for i, (a, s) in enumerate(zip(t.shape, shape)) if s == 1 and a != 1]
+    return t.sum(dims, keepdim=True) if dims else t
+
+

@@ -1,0 +1,213 @@
+"""Attention biases and logit functions of raw coordinates.
+
+* :class:`RBFBias` – BSA-TNP's RBF network, ``Σ_f a_hf exp(-b_hf d²)`` per head
+  (003 eq. 4), on Euclidean distance or on great-circle distance
+  (``metric="geodesic"``, 003 App. B).
+* :class:`SumBias` – the sum of several biases (space + time, eq. 3).
+* :class:`TEScore` – TE-TNP's "post" logit function ``ρ(q·k, Δx)`` (000 eq. 8,
+  004 eq. 0.2.3): one MLP maps the per-head dot products and the coordinate
+  difference to per-head logits.
+
+All of them depend on coordinates only through differences (or great-circle
+distances), which is what makes the models translation (rotation) invariant.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ConfigError, UnknownOptionError
+from .attention import MIN_EXPONENT, ScoreMod
+
+
+__all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
+
+METRICS = ("euclidean", "geodesic")
+
+
+def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
+    """Squared Euclidean distances ``[b, nq, nk]`` from exact coordinate differences.
+
+    Differences (not ``|x|² + |y|² - 2x·y``) keep full precision far from the origin.
+    """
+    out = None
+    for c in range(xq.shape[-1]):
+        diff = xq[:, :, None, c] - xk[:, None, :, c]
+        out = diff * diff if out is None else torch.addcmul(out, diff, diff)
+    return out
+
+
+def _unit_vectors(lonlat: Tensor) -> Tensor:
+    """``[..., 2]`` longitude, latitude in degrees → ``[..., 3]`` unit vectors."""
+    lon, lat = torch.deg2rad(lonlat[..., 0]), torch.deg2rad(lonlat[..., 1])
+    return torch.stack((torch.cos(lat) * torch.cos(lon), torch.cos(lat) * torch.sin(lon), torch.sin(lat)), dim=-1)
+
+
+def great_circle_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
+    """Squared great-circle distances ``[b, nq, nk]`` in degrees of arc.
+
+    ``xq [b, nq, 2]`` and ``xk [b, nk, 2]`` hold longitude and latitude in degrees.
+    The arc is ``2 asin(chord / 2)`` with the chord from exact 3-D differences.
+    """
+    chord2 = pairwise_sqdist(_unit_vectors(xq), _unit_vectors(xk))
+    arc = 2.0 * torch.asin(torch.clamp(chord2.sqrt() * 0.5, max=1.0))
+    return torch.rad2deg(arc).square()
+
+
+class RBFBias(ScoreMod):
+    """Per-head RBF-network bias on the distance between selected coordinate columns.
+
+    ``B_h = Σ_f a_hf exp(-b_hf d²)`` with ``b_hf = 1 / (2 ℓ_hf²)`` kept positive
+    through ``log ℓ``; lengthscales start log-spaced over ``lengthscales``.
+
+    Parameters
+    ----------
+    num_heads : int
+        Number of attention heads ``h``.
+    num_bases : int
+        RBF bases per head ``F`` (5 for space, 3 for time in the paper).
+    columns : tuple of int
+        Coordinate columns the distance is measured on.
+    metric : {"euclidean", "geodesic"}
+        ``"geodesic"`` reads the two columns as longitude, latitude in degrees.
+    lengthscales : (float, float)
+        Initial range of lengthscales, in coordinate units.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        num_bases: int,
+        columns: tuple[int, ...],
+        *,
+        metric: str = "euclidean",
+        lengthscales: tuple[float, float] = (0.03, 3.0),
+    ) -> None:
+        super().__init__()
+        if metric not in METRICS:
+            raise UnknownOptionError(f"unknown bias metric {metric!r}; expected one of {METRICS}.")
+        if metric == "geodesic" and len(columns) != 2:
+            raise ConfigError(
+                f"the geodesic bias needs exactly 2 columns (longitude, latitude), got {len(columns)}; "
+                "use metric='euclidean' for projected coordinates."
+            )
+        lo, hi = lengthscales
+        if not 0 < lo <= hi:
+            raise ConfigError(f"lengthscales must satisfy 0 < low <= high, got {lengthscales}.")
+        self.num_heads, self.num_bases, self.metric = num_heads, num_bases, metric
+        self.columns = tuple(int(c) for c in columns)
+        grid = torch.linspace(math.log(lo), math.log(hi), num_bases)
+        # heads start on interleaved grids so they do not all learn the same thing
+        offsets = torch.linspace(0, 1, num_heads + 1)[:-1, None] * (grid[1] - grid[0] if num_bases > 1 else 0.0)
+        self.log_lengthscale = nn.Parameter(grid[None, :] + offsets)  # [h, F]
+        self.weight = nn.Parameter(torch.full((num_heads, num_bases), 1.0 / num_bases))  # a_hf
+
+    def sqdist(self, xq: Tensor, xk: Tensor) -> Tensor:
+        """Squared distances ``[b, nq, nk]`` on this bias' columns."""
+        cols = list(self.columns)
+        xq, xk = xq[..., cols], xk[..., cols]
+        return great_circle_sqdist(xq, xk) if self.metric == "geodesic" else pairwise_sqdist(xq, xk)
+
+    def rate(self) -> Tensor:
+        """``b_hf = 1 / (2 ℓ²)``, shape ``[h, F]``."""
+        return 0.5 * torch.exp(-2.0 * self.log_lengthscale)
+
+    def bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        d2 = self.sqdist(xq, xk)[:, None, :, :, None]  # [b, 1, nq, nk, 1]
+        rate = self.rate()[None, :, None, None, :]  # [1, h, 1, 1, F]
+        basis = torch.exp(torch.clamp(-rate * d2, min=MIN_EXPONENT))  # [b, h, nq, nk, F]
+        return (basis * self.weight[None, :, None, None, :]).sum(-1)  # [b, h, nq, nk]
+
+    @torch.no_grad()
+    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        d2 = self.sqdist(xq, xk)  # [b, nq, nk]
+        b, nq, nk = d2.shape
+        out = d2.new_empty(b, self.num_heads, nq, nk)
+        tmp = torch.empty_like(d2)
+        rate, weight = self.rate().tolist(), self.weight.tolist()
+        for h in range(self.num_heads):
+            o = out[:, h]
+            for f in range(self.num_bases):
+                torch.mul(d2, -rate[h][f], out=tmp).clamp_(min=MIN_EXPONENT).exp_()
+                if f == 0:
+                    torch.mul(tmp, weight[h][f], out=o)
+                else:
+                    o.add_(tmp, alpha=weight[h][f])
+        return out
+
+    @torch.no_grad()
+    def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor]:
+        """Analytic gradients for ``(log_lengthscale, weight)`` given ``grad [b, h, nq, nk]``."""
+        d2 = self.sqdist(xq, xk).contiguous()  # [b, nq, nk]
+        rate, weight = self.rate(), self.weight
+        g_weight = torch.empty_like(weight)
+        g_rate = torch.empty_like(weight)  # d/d rate
+        tmp = torch.empty_like(d2)
+        flat_tmp = tmp.view(-1)
+        for h in range(self.num_heads):
+            g = grad[:, h].contiguous().view(-1)
+            gd = g * d2.view(-1)
+            for f in range(self.num_bases):
+                torch.mul(d2, -float(rate[h, f]), out=tmp).clamp_(min=MIN_EXPONENT).exp_()
+                g_weight[h, f] = torch.dot(g, flat_tmp)
+                g_rate[h, f] = -weight[h, f] * torch.dot(gd, flat_tmp)
+        # rate = exp(-2 log ℓ) / 2  ⇒  d rate / d log ℓ = -2 rate
+        return [g_rate * (-2.0 * rate), g_weight]
+
+
+class SumBias(ScoreMod):
+    """The sum of several additive biases (e.g. space + time)."""
+
+    def __init__(self, biases: list[ScoreMod]) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList(biases)
+
+    def bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        out = self.parts[0].bias(xq, xk)
+        for part in self.parts[1:]:
+            out = out + part.bias(xq, xk)
+        return out
+
+    @torch.no_grad()
+    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        out = self.parts[0].fast_bias(xq, xk)
+        for part in self.parts[1:]:
+            out.add_(part.fast_bias(xq, xk))
+        return out
+
+    def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
+        grads: list[Tensor] = []
+        for part in self.parts:
+            g = part.bias_grad(xq, xk, grad)
+            if g is None:
+                return None
+            grads += g
+        return grads
+
+
+class TEScore(ScoreMod):
+    """TE attention logits ``ρ(q·k/√d, x_q − x_k)`` ("post" form, 000 eq. 8).
+
+    One MLP with ``hidden`` layers maps the ``h`` per-head scaled dot products
+    and the ``c`` coordinate differences of a pair to ``h`` logits.
+    """
+
+    additive = False
+
+    def __init__(self, num_heads: int, coord_dims: int, hidden: tuple[int, ...] = (32, 32)) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = num_heads + coord_dims
+        for w in hidden:
+            layers += [nn.Linear(width, w), nn.GELU()]
+            width = w
+        layers.append(nn.Linear(width, num_heads))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, scores: Tensor, xq: Tensor, xk: Tensor) -> Tensor:
+        diff = xq[:, :, None, :] - xk[:, None, :, :]  # [b, nq, nk, c]
+        pair = torch.cat((scores.permute(0, 2, 3, 1), diff.to(scores.dtype)), dim=-1)  # [b, nq, nk, h + c]
+        return self.mlp(pair).permute(0, 3, 1, 2)  # [b, h, nq, nk]

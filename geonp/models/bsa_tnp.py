@@ -1,0 +1,159 @@
+"""BSA-TNP (003) and its KRBlock relatives TNP-KR (001) and TNP-D.
+
+All three are an embedding, a stack of :class:`~geonp.models.layers.KRBlock`
+and a Gaussian head; they differ in how coordinates enter:
+
+* **BSA-TNP** – coordinates are *not* embedded; each block's attention gets
+  an RBF-network bias on Δspace (F=5 per head) and Δtime (F=3), or a
+  great-circle bias on longitude/latitude.  Translation (rotation) invariant.
+* **TNP-KR** – coordinates embedded with the values, pre-norm KRBlocks, no bias.
+* **TNP-D** – coordinates embedded, post-norm blocks (001 Alg. 1): not
+  translation invariant, the seeds' failure case under shift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from .base import ModelConfig, NeuralProcess, centre
+from .batch import Batch
+from .bias import METRICS, RBFBias, SumBias
+from .layers import MLP, GaussianHead, KRBlock
+
+__all__ = ["KRConfig", "BSATNP", "TNPKR", "TNPD"]
+
+
+@dataclass(frozen=True)
+class KRConfig(ModelConfig):
+    """Architecture of the KRBlock models (paper defaults of 003 App. A)."""
+
+    token_dim: int = 64  # width of the tokens
+    num_heads: int = 4  # attention heads
+    head_dim: int = 32  # per-head width ("upscale to 128" = 4 × 32)
+    num_layers: int = 6  # KRBlocks
+    ff_hidden: tuple[int, ...] = (256, 64)  # feed-forward hidden layers
+    embed_hidden: tuple[int, ...] = (256, 128)  # embedding MLP hidden layers (→ token_dim)
+    head_hidden: tuple[int, ...] = (256, 64)  # prediction head hidden layers (→ 2 y_dims)
+    space_bases: int = 5  # RBF bases on Δspace per head per layer
+    time_bases: int = 3  # RBF bases on Δtime per head per layer
+    space_metric: str = "euclidean"  # or "geodesic": space columns are lon, lat in degrees
+    space_lengthscales: tuple[float, float] = (0.02, 2.0)  # initial RBF lengthscale range (space units)
+    time_lengthscales: tuple[float, float] = (0.5, 24.0)  # initial RBF lengthscale range (time units)
+    attention_bias: bool = True  # BSA-TNP: bias from coordinates; False for TNP-KR / TNP-D
+    embed_coords: bool = False  # embed coordinates in the tokens (TNP-KR, TNP-D; breaks invariance)
+    prenorm: bool = True  # pre-norm KRBlocks; False = post-norm (TNP-D)
+    backend: str = "auto"  # attention backend, see geonp.models.attention
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.space_metric not in METRICS:
+            raise ConfigError(f"space_metric must be one of {METRICS}, got {self.space_metric!r}.")
+        if self.space_metric == "geodesic" and self.space_dims != 2:
+            raise ConfigError(
+                f"space_metric='geodesic' needs space_dims=2 (longitude, latitude), got {self.space_dims}."
+            )
+        if not self.attention_bias and not self.embed_coords:
+            raise ConfigError(
+                "with attention_bias=False and embed_coords=False the model never sees the coordinates; "
+                "enable one of them."
+            )
+
+
+class BSATNP(NeuralProcess):
+    """Biased Scan Attention TNP (003): KRBlocks with coordinate biases.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from geonp.models import Batch, build_model
+    >>> model = build_model("bsa-tnp", preset="small", space_dims=2)
+    >>> batch = Batch(xc=torch.rand(1, 20, 2), yc=torch.randn(1, 20, 1), xt=torch.rand(1, 5, 2))
+    >>> model(batch).loc.shape
+    torch.Size([1, 5, 1])
+    """
+
+    name = "bsa-tnp"
+
+    def __init__(self, config: KRConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        in_dim = c.y_dims + 1 + c.covariate_dims + (c.x_dims if c.embed_coords else 0)
+        self.embed = MLP(in_dim, c.embed_hidden, c.token_dim)
+        self.blocks = nn.ModuleList(
+            KRBlock(c.token_dim, c.num_heads, c.head_dim, c.ff_hidden, c.prenorm, c.backend) for _ in range(c.num_layers)
+        )
+        self.biases = nn.ModuleList(self._make_bias() for _ in range(c.num_layers)) if c.attention_bias else None
+        self.norm = nn.LayerNorm(c.token_dim) if c.prenorm else nn.Identity()
+        self.head = GaussianHead(c.token_dim, c.head_hidden, c.y_dims, c.min_std)
+
+    def _make_bias(self) -> SumBias:
+        c = self.config
+        parts = []
+        if c.space_dims:
+            parts.append(
+                RBFBias(c.num_heads, c.space_bases, tuple(range(c.space_dims)), metric=c.space_metric,
+                        lengthscales=c.space_lengthscales)
+            )
+        if c.time_dims:
+            parts.append(
+                RBFBias(c.num_heads, c.time_bases, tuple(range(c.space_dims, c.x_dims)), lengthscales=c.time_lengthscales)
+            )
+        return SumBias(parts)
+
+    def prepare(self, batch: Batch) -> Batch:
+        c = self.config
+        if not c.attention_bias:  # coordinates are embedded: leave them as given
+            return batch
+        # geodesic space columns are absolute lon/lat; only planar columns may be centred
+        cols = list(range(c.space_dims)) if c.space_metric == "euclidean" else []
+        return centre(batch, cols + list(range(c.space_dims, c.x_dims)))
+
+    def _tokens(self, y: Tensor, obs: float, z: Tensor | None, x: Tensor) -> Tensor:
+        flag = y.new_full((*y.shape[:-1], 1), obs)
+        parts = [y * obs, flag]
+        if z is not None:
+            parts.append(z)
+        if self.config.embed_coords:
+            parts.append(x)
+        return self.embed(torch.cat(parts, dim=-1))
+
+    def encode(self, batch: Batch) -> list[tuple]:
+        """Run the context stream; return per-layer context keys/values for the targets."""
+        zc = self._tokens(batch.yc, 1.0, batch.zc, batch.xc)
+        state = []
+        for i, block in enumerate(self.blocks):
+            kv = block.context_keys(zc)
+            score = self.biases[i] if self.biases is not None else None
+            state.append((kv, score, batch.xc, batch.mc))
+            if i < len(self.blocks) - 1:  # the last context update is never read
+                zc = block.step(zc, kv, score, batch.xc, batch.xc, batch.mc)
+        return state
+
+    def decode(self, state: list[tuple], batch: Batch) -> torch.distributions.Normal:
+        zt = self._tokens(torch.zeros_like(batch.xt[..., :1]).expand(*batch.xt.shape[:-1], self.config.y_dims),
+                          0.0, batch.zt, batch.xt)
+        for block, (kv, score, xc, mc) in zip(self.blocks, state):
+            zt = block.step(zt, kv, score, batch.xt, xc, mc)
+        return self.head(self.norm(zt))
+
+
+class TNPKR(BSATNP):
+    """TNP-KR (001): pre-norm KRBlocks on tokens that embed the coordinates; no bias."""
+
+    name = "tnp-kr"
+
+
+class TNPD(BSATNP):
+    """TNP-D: post-norm transformer blocks with the TNP mask, coordinates embedded.
+
+    Its masked attention (context ↔ context, targets → context, one weight set)
+    is exactly a post-norm KRBlock, which is how it is computed here.
+    """
+
+    name = "tnp-d"
+
+
