@@ -1,0 +1,39 @@
+"""geonp: translation-invariant transformer neural processes for gridded and station data.
+
+The model engine lives in :mod:`geonp.models` (torch only); training in
+:mod:`geonp.train`; synthetic task generators in :mod:`geonp.synthetic`.
+"""
+
+from __future__ import annotations
+
+# pyproj must be imported before anything can load eccodes (cfgrib, xarray backends), or PROJ
+# breaks and the interpreter can crash at exit; see docs/conventions.md.
+import pyproj  # noqa: F401  isort: skip
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .errors import (
+    CheckpointError,
+    ConfigError,
+    EmptyContextError,
+    GeonpError,
+    InvalidBatchError,
+    NonFiniteError,
+    UnknownOptionError,
+)
+
+try:
+    __version__ = version("geonp")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "__version__",
+    "GeonpError",
+    "InvalidBatchError",
+    "EmptyContextError",
+    "NonFiniteError",
+    "UnknownOptionError",
+    "ConfigError",
+    "CheckpointError",
+]

@@ -14,6 +14,7 @@ __all__ = [
     "NonFiniteError",
     "UnknownOptionError",
     "CheckpointError",
+    "CheckpointNotFoundError",
     "ConfigError",
 ]
 
@@ -47,3 +48,7 @@ class ConfigError(GeonpError, ValueError):
 
 class CheckpointError(GeonpError, ValueError):
     """A checkpoint is corrupt, of another model or version, or not a geonp file."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint file exists at the given path."""

@@ -121,7 +121,7 @@ def centre(batch: Batch, columns: list[int]) -> Batch:
     """
     if not columns:
         return batch
-    xc, xt = batch.xc.double(), batch.xt.double()
+    xc, xt = batch.xc.double().clone(), batch.xt.double().clone()  # never modify the caller's tensors
     sel = xc[..., columns]
     if batch.mc is None:
         ref = sel.mean(1, keepdim=True)

@@ -1,0 +1,13 @@
+"""Shared fixtures. pyproj is imported first (see geonp/__init__.py)."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test starts from the same torch seed."""
+    torch.manual_seed(0)
+    yield

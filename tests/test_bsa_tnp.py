@@ -1,0 +1,232 @@
+"""BSA-TNP and its KRBlock relatives (TNP-KR, TNP-D): shapes, invariances, errors."""
+
+import math
+
+import pytest
+import torch
+
+from geonp.errors import ConfigError, EmptyContextError, InvalidBatchError, NonFiniteError, UnknownOptionError
+from geonp.models import Batch, build_model
+
+TINY = dict(token_dim=16, num_heads=2, head_dim=8, num_layers=2, ff_hidden=(32,), embed_hidden=(32,), head_hidden=(32,))
+
+
+def _batch(b=2, nc=30, nt=17, space=2, time=1, dz=0, dy=1, dtype=torch.float64, offset=0.0):
+    g = torch.Generator().manual_seed(1)
+    dx = space + time
+    return Batch(
+        xc=torch.rand(b, nc, dx, generator=g, dtype=dtype) * 4 - 2 + offset,
+        yc=torch.randn(b, nc, dy, generator=g, dtype=dtype),
+        xt=torch.rand(b, nt, dx, generator=g, dtype=dtype) * 4 - 2 + offset,
+        yt=torch.randn(b, nt, dy, generator=g, dtype=dtype),
+        zc=torch.randn(b, nc, dz, generator=g, dtype=dtype) if dz else None,
+        zt=torch.randn(b, nt, dz, generator=g, dtype=dtype) if dz else None,
+    )
+
+
+def _shift(batch, by):
+    return Batch(xc=batch.xc + by, yc=batch.yc, xt=batch.xt + by, zc=batch.zc, zt=batch.zt)
+
+
+@pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d"])
+@pytest.mark.parametrize(("dz", "dy"), [(0, 1), (2, 3)])
+def test_kr_models__output_shapes(name, dz, dy):
+    """loc and scale are [b, nt, y_dims] and scale is positive."""
+    model = build_model(name, space_dims=2, time_dims=1, covariate_dims=dz, y_dims=dy, **TINY)
+    with torch.no_grad():
+        pred = model(_batch(dz=dz, dy=dy))
+    assert pred.loc.shape == (2, 17, dy) and pred.scale.shape == (2, 17, dy)
+    assert bool((pred.scale > 0).all())
+
+
+@pytest.mark.parametrize("offset", [1000.0, -12345.0])
+def test_bsa_tnp__invariant_to_large_shifts(offset):
+    """Shifting every space and time coordinate leaves BSA-TNP's predictions unchanged."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    batch = _batch()
+    with torch.no_grad():
+        a, b = model(batch), model(_shift(batch, offset))
+    torch.testing.assert_close(a.loc, b.loc, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a.scale, b.scale, rtol=1e-5, atol=1e-5)
+
+
+def test_bsa_tnp__invariant_to_float32_shift():
+    """A +100 shift given in float32 changes predictions only at float32 coordinate precision."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    batch = _batch(dtype=torch.float32)
+    with torch.no_grad():
+        a, b = model(batch), model(_shift(batch, 100.0))
+    torch.testing.assert_close(a.loc, b.loc, rtol=1e-3, atol=1e-3)
+
+
+def test_tnp_d__changes_under_shift():
+    """TNP-D embeds coordinates, so a shift of +10 changes its predictions (the seeds' failure case)."""
+    model = build_model("tnp-d", space_dims=2, time_dims=1, **TINY)
+    batch = _batch()
+    with torch.no_grad():
+        a, b = model(batch), model(_shift(batch, 10.0))
+    assert float((a.loc - b.loc).abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d"])
+def test_kr_models__invariant_to_context_permutation(name):
+    """Reordering the context does not change the predictions."""
+    model = build_model(name, space_dims=2, time_dims=1, **TINY).double()
+    batch = _batch()
+    perm = torch.randperm(batch.xc.shape[1])
+    permuted = Batch(xc=batch.xc[:, perm], yc=batch.yc[:, perm], xt=batch.xt)
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch).loc, model(permuted).loc)
+
+
+def test_bsa_tnp__targets_are_independent():
+    """Decoding targets in slices gives the same predictions as all at once."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, max_targets=4, **TINY).double()
+    batch = _batch(nt=17)
+    with torch.no_grad():
+        sliced = model(batch)
+        whole = model.decode(model.encode(model.prepare(batch)), model.prepare(batch))
+        single = model(batch.select_targets(5, 6))
+    torch.testing.assert_close(sliced.loc, whole.loc)
+    torch.testing.assert_close(single.loc, whole.loc[:, 5:6])
+
+
+def test_bsa_tnp__padded_context_is_ignored():
+    """Context points marked as padding do not change predictions."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY).double()
+    batch = _batch(nc=20)
+    extra = _batch(nc=5)
+    mc = torch.ones(2, 25, dtype=torch.bool)
+    mc[:, 20:] = False
+    padded = Batch(
+        xc=torch.cat([batch.xc, extra.xc], 1), yc=torch.cat([batch.yc, extra.yc], 1), xt=batch.xt, mc=mc
+    )
+    with torch.no_grad():
+        torch.testing.assert_close(model(padded).loc, model(batch).loc)
+
+
+def _rotate_lonlat(lonlat, rot):
+    lon, lat = torch.deg2rad(lonlat[..., 0]), torch.deg2rad(lonlat[..., 1])
+    xyz = torch.stack([torch.cos(lat) * torch.cos(lon), torch.cos(lat) * torch.sin(lon), torch.sin(lat)], -1)
+    xyz = xyz @ rot.T
+    return torch.stack([torch.rad2deg(torch.atan2(xyz[..., 1], xyz[..., 0])), torch.rad2deg(torch.asin(xyz[..., 2]))], -1)
+
+
+def _rotation(a, b, c):
+    def rx(t):
+        return torch.tensor([[1, 0, 0], [0, math.cos(t), -math.sin(t)], [0, math.sin(t), math.cos(t)]])
+
+    def ry(t):
+        return torch.tensor([[math.cos(t), 0, math.sin(t)], [0, 1, 0], [-math.sin(t), 0, math.cos(t)]])
+
+    def rz(t):
+        return torch.tensor([[math.cos(t), -math.sin(t), 0], [math.sin(t), math.cos(t), 0], [0, 0, 1]])
+
+    return (ry(a) @ rx(b) @ rz(c)).double()
+
+
+def test_bsa_tnp_geodesic__invariant_to_rotations():
+    """With the great-circle bias, rotating all points on the sphere leaves predictions unchanged."""
+    model = build_model("bsa-tnp", space_dims=2, space_metric="geodesic", space_lengthscales=(1.0, 20.0), **TINY)
+    g = torch.Generator().manual_seed(3)
+    xc = (torch.rand(2, 40, 2, generator=g, dtype=torch.float64) * 20 - 10)
+    xt = (torch.rand(2, 15, 2, generator=g, dtype=torch.float64) * 20 - 10)
+    yc = torch.randn(2, 40, 1, generator=g, dtype=torch.float64)
+    rot = _rotation(math.radians(-60), math.radians(30), math.radians(20))
+    with torch.no_grad():
+        a = model(Batch(xc=xc, yc=yc, xt=xt))
+        b = model(Batch(xc=_rotate_lonlat(xc, rot), yc=yc, xt=_rotate_lonlat(xt, rot)))
+    torch.testing.assert_close(a.loc, b.loc, rtol=2e-4, atol=2e-4)
+
+
+def test_bsa_tnp_rbf__not_rotation_invariant_on_sphere():
+    """The planar RBF bias on raw lon/lat is distorted by a large sphere rotation (003 Table 7)."""
+    model = build_model("bsa-tnp", space_dims=2, space_lengthscales=(1.0, 20.0), **TINY)
+    g = torch.Generator().manual_seed(3)
+    xc = torch.rand(1, 40, 2, generator=g, dtype=torch.float64) * 20 - 10
+    xt = torch.rand(1, 15, 2, generator=g, dtype=torch.float64) * 20 - 10
+    yc = torch.randn(1, 40, 1, generator=g, dtype=torch.float64)
+    rot = _rotation(math.radians(-60), math.radians(30), 0.0)
+    with torch.no_grad():
+        a = model(Batch(xc=xc, yc=yc, xt=xt))
+        b = model(Batch(xc=_rotate_lonlat(xc, rot), yc=yc, xt=_rotate_lonlat(xt, rot)))
+    assert float((a.loc - b.loc).abs().max()) > 1e-4
+
+
+def test_bsa_tnp__training_steps_reduce_loss():
+    """A few AdamW steps on a fixed batch reduce the loss."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    batch = _batch(dtype=torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    with torch.no_grad():
+        first = float(model.loss(batch))
+    for _ in range(15):
+        opt.zero_grad()
+        model.loss(batch).backward()
+        opt.step()
+    with torch.no_grad():
+        assert float(model.loss(batch)) < first - 0.05
+
+
+def test_bsa_tnp__gradients_reach_every_parameter():
+    """Every parameter (including the RBF bias weights and lengthscales) gets a gradient."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    model.loss(_batch(dtype=torch.float32)).backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert missing == []
+    assert all(float(p.grad.abs().sum()) > 0 for n, p in model.named_parameters() if n.startswith("biases"))
+
+
+def test_presets__paper_parameter_count():
+    """The paper preset of BSA-TNP has about 478K parameters (003 App. A)."""
+    n = build_model("bsa-tnp", preset="paper", space_dims=2).num_parameters()
+    assert 430_000 < n < 530_000
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda b: Batch(xc=b.xc[..., :2], yc=b.yc, xt=b.xt), InvalidBatchError, "xc has 2 features.*expects 3"),
+        (lambda b: Batch(xc=b.xc[0], yc=b.yc, xt=b.xt), InvalidBatchError, "xc has 2 dimensions"),
+        (lambda b: Batch(xc=b.xc, yc=b.yc[:1], xt=b.xt), InvalidBatchError, "yc has leading shape"),
+        (lambda b: Batch(xc=b.xc, yc=b.yc.long(), xt=b.xt), InvalidBatchError, "floating dtype"),
+        (lambda b: Batch(xc=b.xc[:, :0], yc=b.yc[:, :0], xt=b.xt), EmptyContextError, "no context points"),
+        (
+            lambda b: Batch(xc=b.xc, yc=b.yc, xt=b.xt, mc=torch.zeros(2, 30, dtype=torch.bool)),
+            EmptyContextError,
+            "no unmasked context",
+        ),
+        (lambda b: Batch(xc=b.xc, yc=b.yc * float("nan"), xt=b.xt), NonFiniteError, "yc contains 60 NaN"),
+        (lambda b: Batch(xc=b.xc, yc=b.yc, xt=b.xt, zc=b.xc, zt=b.xt), InvalidBatchError, "covariate_dims=0"),
+        (lambda b: Batch(xc=b.xc, yc=b.yc, xt=b.xt, mc=torch.ones(2, 30)), InvalidBatchError, "bool mask"),
+    ],
+)
+def test_bsa_tnp__bad_batches_raise_typed_errors(make, error, match):
+    """Model-level misuse is caught before any heavy work with a message that says how to fix it."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    batch = _batch()
+    bad = make(Batch(xc=batch.xc[:, :30], yc=batch.yc[:, :30], xt=batch.xt))
+    with pytest.raises(error, match=match):
+        model(bad)
+
+
+def test_build_model__unknown_name_and_preset():
+    """Unknown names, presets and options raise typed errors listing the valid choices."""
+    with pytest.raises(UnknownOptionError, match="unknown model 'bsa'.*expected one of"):
+        build_model("bsa")
+    with pytest.raises(UnknownOptionError, match="unknown preset 'huge'"):
+        build_model("bsa-tnp", preset="huge")
+    with pytest.raises(ConfigError, match="unknown option.*'heads'"):
+        build_model("bsa-tnp", heads=3)
+    with pytest.raises(ConfigError, match="define tnp-d"):
+        build_model("tnp-d", attention_bias=True)
+    with pytest.raises(ConfigError, match="geodesic.*space_dims=2"):
+        build_model("bsa-tnp", space_dims=3, space_metric="geodesic")
+
+
+def test_loss__needs_targets():
+    """loss() without yt is a typed error."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    b = _batch()
+    with pytest.raises(InvalidBatchError, match="no target values yt"):
+        model.loss(Batch(xc=b.xc, yc=b.yc, xt=b.xt))
