@@ -103,7 +103,7 @@ class RBFBias(ScoreMod):
         # heads start on interleaved grids so they do not all learn the same thing
         offsets = torch.linspace(0, 1, num_heads + 1)[:-1, None] * (grid[1] - grid[0] if num_bases > 1 else 0.0)
         self.log_lengthscale = nn.Parameter(grid[None, :] + offsets)  # [h, F]
-        self.weight = nn.Parameter(torch.full((num_heads, num_bases), 1.0 / num_bases))  # a_hf
+        self.weight = nn.Parameter(torch.ones(num_heads, num_bases))  # a_hf: nearby points start +F logits up
 
     def sqdist(self, xq: Tensor, xk: Tensor) -> Tensor:
         """Squared distances ``[b, nq, nk]`` on this bias' columns."""

@@ -1,0 +1,180 @@
+"""Attention benchmark: tiled vs dense vs flex_attention, time, peak memory, accuracy, GFLOP/s.
+
+Run ``python benchmarks/attention.py`` (all sizes, ~15 min on 2 cores) or ``--quick``.
+Each configuration runs in its own subprocess so its peak memory is its own.
+Results: ``benchmarks/results/attention.json`` and the attention section of ``docs/benchmarks.md``.
+
+Setting: BSA-TNP's attention, b=1, 4 heads × 32 dims (the paper's "128 for attention"), RBF bias on
+2-D space with 5 bases per head. FLOPs count only QKᵀ and AV: ``4 · nq · nk · h · d``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import torch
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+from _common import machine, matmul_gflops, peak_rss_mb, save_json, timed, update_doc_section  # noqa: E402
+
+from geonp.models.attention import dense_attention, tiled_attention  # noqa: E402
+from geonp.models.bias import RBFBias  # noqa: E402
+
+HEADS, DIM = 4, 32
+SIZES = [(1024, 1024), (4096, 4096), (16384, 4096), (65536, 8192), (1_000_000, 10_000)]
+QUICK = [(1024, 1024), (4096, 4096), (16384, 4096)]
+BACKWARD_MAX = 16384 * 4096  # fwd+bwd timed up to this many query-key pairs
+DENSE_MAX_BYTES = 6e9
+
+
+def _inputs(nq, nk, requires_grad=False):
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, HEADS, nq, DIM, generator=g, requires_grad=requires_grad)
+    k = torch.randn(1, HEADS, nk, DIM, generator=g, requires_grad=requires_grad)
+    v = torch.randn(1, HEADS, nk, DIM, generator=g, requires_grad=requires_grad)
+    # points spread like a real task: a 2-D domain with ~1 context point per unit area
+    side = nk**0.5
+    xq = torch.rand(1, nq, 2, generator=g) * side
+    xk = torch.rand(1, nk, 2, generator=g) * side
+    bias = RBFBias(HEADS, 5, (0, 1), lengthscales=(0.3, 10.0))
+    return q, k, v, xq, xk, bias
+
+
+def _accuracy(out, q, k, v, xq, xk, bias, n=256):
+    """Max relative error of ``out`` on ``n`` query rows against a float64 dense reference."""
+    idx = torch.linspace(0, q.shape[2] - 1, min(n, q.shape[2])).long()
+    ref = dense_attention(
+        q[:, :, idx].double(), k.double(), v.double(), bias.double(), xq[:, idx].double(), xk.double()
+    )
+    bias.float()
+    err = (out[:, :, idx].double() - ref).norm() / ref.norm()
+    return float(err)
+
+
+def run_one(impl: str, nq: int, nk: int, mode: str) -> dict:
+    """One measurement (called in a fresh subprocess)."""
+    torch.manual_seed(0)
+    q, k, v, xq, xk, bias = _inputs(nq, nk, requires_grad=(mode == "fwd+bwd"))
+    flops = 4.0 * nq * nk * HEADS * DIM * (3.0 if mode == "fwd+bwd" else 1.0)  # bwd ≈ 2× the fwd products
+    if impl == "tiled":
+        fn = lambda: tiled_attention(q, k, v, bias, xq, xk)  # noqa: E731
+    elif impl == "dense":
+        fn = lambda: dense_attention(q, k, v, bias, xq, xk)  # noqa: E731
+    elif impl == "flex":
+        from torch.nn.attention.flex_attention import flex_attention
+
+        a = bias.weight.detach()
+        r = bias.rate().detach()
+
+        def score_mod(score, b, h, i, j):
+            dx = xq[b, i, 0] - xk[b, j, 0]
+            dy = xq[b, i, 1] - xk[b, j, 1]
+            d2 = dx * dx + dy * dy
+            for f in range(5):
+                score = score + a[h, f] * torch.exp(torch.clamp(-r[h, f] * d2, min=-80.0))
+            return score
+
+        compiled = torch.compile(flex_attention)
+        fn = lambda: compiled(q, k, v, score_mod=score_mod)  # noqa: E731
+    else:
+        raise ValueError(impl)
+    base = peak_rss_mb()
+    if mode == "fwd+bwd":
+        grad = torch.randn(1, HEADS, nq, DIM)
+
+        def step():
+            out = fn()
+            torch.autograd.backward(out, grad)
+            for t in (q, k, v):
+                t.grad = None
+            bias.zero_grad()
+
+        body = step
+    else:
+
+        def body():
+            with torch.no_grad():
+                return fn()
+
+    big = nq * nk >= 1e9
+    t = timed(body, repeats=1 if big else 3, warmup=0 if big else 1)
+    extra = peak_rss_mb() - base
+    result = {"impl": impl, "nq": nq, "nk": nk, "mode": mode, **t, "extra_peak_mb": extra}
+    result["gflops"] = flops / t["wall_s"] / 1e9
+    if mode == "fwd":
+        with torch.no_grad():
+            result["rel_error"] = _accuracy(body(), q, k, v, xq, xk, bias)
+    return result
+
+
+def _spawn(impl, nq, nk, mode, timeout):
+    cmd = [sys.executable, __file__, "--one", json.dumps([impl, nq, nk, mode])]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"impl": impl, "nq": nq, "nk": nk, "mode": mode, "error": f"timed out after {timeout} s"}
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:160]
+        return {"impl": impl, "nq": nq, "nk": nk, "mode": mode, "error": tail}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--no-flex", action="store_true", help="skip flex_attention")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(*json.loads(args.one))))
+        return
+    info = machine()
+    matmul_before = matmul_gflops()
+    rows = []
+    for nq, nk in QUICK if args.quick else SIZES:
+        dense_fits = 3 * 4 * HEADS * nq * nk < DENSE_MAX_BYTES
+        impls = ["tiled"] + (["dense"] if dense_fits else []) + ([] if args.no_flex else ["flex"])
+        for impl in impls:
+            rows.append(_spawn(impl, nq, nk, "fwd", timeout=1800))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+        if nq * nk <= BACKWARD_MAX:
+            for impl in ["tiled"] + (["dense"] if dense_fits else []):
+                rows.append(_spawn(impl, nq, nk, "fwd+bwd", timeout=1800))
+                print(json.dumps(rows[-1]), file=sys.stderr)
+    matmul_after = matmul_gflops()
+    matmul = max(matmul_before, matmul_after)
+    for r in rows:
+        if "gflops" in r:
+            r["fraction_of_matmul"] = r["gflops"] / matmul
+    save_json("attention", {"machine": info, "matmul_gflops": [matmul_before, matmul_after], "rows": rows})
+    update_doc_section("attention", _markdown(info, matmul_before, matmul_after, rows))
+
+
+def _markdown(info, mm0, mm1, rows) -> str:
+    lines = [
+        f"Run {info['date']} on {info['cpu']} ({info['cores']} cores, {info['torch_threads']} torch threads, "
+        f"{info['device']}), torch {info['torch']}. Regenerate: `python benchmarks/attention.py`.",
+        f"Matmul reference (4096³ float32) in the same run: {mm0:.0f} GFLOP/s before, {mm1:.0f} after; "
+        "fractions use the larger. b=1, 4 heads × 32, RBF space bias (5 bases/head).",
+        "",
+        "| nq × nk | impl | mode | wall s | CPU s | extra peak MB | GFLOP/s (QKᵀ+AV) | % of matmul | rel. error |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        size = f"{r['nq']:,} × {r['nk']:,}"
+        if "error" in r:
+            lines.append(f"| {size} | {r['impl']} | {r['mode']} | – | – | – | – | – | failed: {r['error']} |")
+            continue
+        err = f"{r['rel_error']:.1e}" if "rel_error" in r else ""
+        lines.append(
+            f"| {size} | {r['impl']} | {r['mode']} | {r['wall_s']:.3f} | {r['cpu_s']:.2f} | "
+            f"{r['extra_peak_mb']:.0f} | {r['gflops']:.1f} | {100 * r.get('fraction_of_matmul', 0):.0f} % | {err} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

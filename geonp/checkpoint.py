@@ -1,0 +1,414 @@
+"""Safe checkpoints: one ``torch.save`` of tensors and plain data, loaded with ``weights_only=True``.
+
+A checkpoint is a dict ``{"format": "geonp-checkpoint", "format_version": 1,
+"geonp_version", "model", "config", "state_dict", "metadata"}``; training
+checkpoints (written by :func:`geonp.train.train`) add ``"training"`` (optimizer
+state, step, RNG states, elapsed budgets).  Loading checks the zip archive's
+CRCs, refuses any pickled Python object (so it never executes code from the
+file) and rebuilds the model from its config with
+:func:`geonp.models.model_from_config`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, UnknownOptionError
+from .models import NeuralProcess, get_spec, model_from_config, model_names
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "save_model",
+    "load_model",
+    "read_checkpoint",
+    "save_training_state",
+    "load_training_state",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "geonp-checkpoint"
+#: bump when the layout changes; files with a larger version are refused with an upgrade hint
+FORMAT_VERSION = 1
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+_PLAIN = (type(None), bool, int, float, str, Tensor, torch.dtype, torch.Size)
+_SHOWN = 5  # keys listed in mismatch messages
+
+
+def save_model(model: NeuralProcess, path: str | os.PathLike, *, metadata: dict | None = None) -> Path:
+    """Write ``model`` (name, config, weights) to ``path``, atomically.
+
+    Parameters
+    ----------
+    model : NeuralProcess
+        A model built by :func:`geonp.models.build_model`.
+    path : str or PathLike
+        Destination file (parent folders are created). An existing file is replaced
+        only once the new one is complete, so a crash never leaves a half-written file.
+    metadata : dict, optional
+        Plain data (str, int, float, bool, None, tensors, and lists/dicts of them)
+        stored with the model, e.g. training data description or scores.
+
+    Returns
+    -------
+    Path
+        The path written.
+
+    Raises
+    ------
+    CheckpointError
+        ``metadata`` holds something other than plain data.
+
+    See Also
+    --------
+    load_model
+
+    Examples
+    --------
+    >>> import tempfile, torch
+    >>> from geonp.models import build_model
+    >>> model = build_model("bsa-tnp", preset="small", space_dims=1, num_layers=1)
+    >>> path = save_model(model, tempfile.mkdtemp() + "/model.pt", metadata={"note": "demo"})
+    >>> load_model(path).name
+    'bsa-tnp'
+    """
+    return _write(_model_payload(model, metadata), path)
+
+
+def load_model(
+    path: str | os.PathLike, *, expected_name: str | None = None, map_location: str | torch.device = "cpu"
+) -> NeuralProcess:
+    """Rebuild a model saved by :func:`save_model` (or a training checkpoint), never executing code.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The checkpoint file.
+    expected_name : str, optional
+        Refuse checkpoints of another model (e.g. ``"bsa-tnp"``).
+    map_location : str or torch.device
+        Device the returned model lives on.
+
+    Returns
+    -------
+    NeuralProcess
+        The model in eval mode, with the saved weights (and their dtype).
+
+    Raises
+    ------
+    CheckpointNotFoundError
+        No file at ``path`` (also a ``FileNotFoundError``).
+    CheckpointError
+        Not a geonp checkpoint, truncated or corrupt, unsafe (pickled Python objects),
+        a newer format, another model than ``expected_name``, or weights that do not
+        fit the stored config.
+
+    See Also
+    --------
+    save_model, read_checkpoint
+    """
+    payload = read_checkpoint(path)
+    name = payload["model"]
+    if expected_name is not None:
+        expected = get_spec(expected_name).name
+        if name != expected:
+            raise CheckpointError(
+                f"{path} holds a {name!r} model; expected {expected!r}. Pick a checkpoint of a {expected} model, "
+                f"or load it without expected_name= to get the {name} model."
+            )
+    model = _build(payload, path)
+    _load_weights(model, payload["state_dict"], path, cast=True)
+    return model.to(map_location).eval()
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and validate a checkpoint's contents (tensors on CPU) without building the model.
+
+    Use it to read ``metadata`` or ``config`` cheaply.
+
+    Raises
+    ------
+    CheckpointNotFoundError, CheckpointError
+        As in :func:`load_model`.
+    """
+    path = Path(path)
+    _check_archive(path)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if "Unsupported" in ln or "WeightsUnpickler" in ln]
+        reason = lines[0] if lines else str(exc).splitlines()[0]
+        raise CheckpointError(
+            f"{path} is not a safe geonp checkpoint: it holds pickled Python objects, not only tensors and plain "
+            f"data, and weights_only loading refused it ({reason}). geonp never executes code from a file; "
+            "re-save the model with geonp.checkpoint.save_model from a trusted session."
+        ) from None
+    except Exception as exc:  # the zip is intact but its records are not a torch checkpoint
+        raise CheckpointError(
+            f"{path} is corrupt: torch.load failed with {type(exc).__name__}: {exc}. "
+            "Re-save or re-download the checkpoint."
+        ) from exc
+    _check_payload(payload, path)
+    return payload
+
+
+def save_training_state(
+    path: str | os.PathLike,
+    model: NeuralProcess,
+    *,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    metadata: dict | None = None,
+) -> Path:
+    """Write a training checkpoint: the model checkpoint plus optimizer and loop ``state``.
+
+    ``state`` must be plain data (see :func:`save_model`); :func:`geonp.train.train`
+    stores the step, RNG states, elapsed budgets, history and best weights there.
+    The file is also readable by :func:`load_model` (current weights).
+    """
+    payload = _model_payload(model, metadata)
+    training = dict(state, optimizer=optimizer.state_dict())
+    _check_plain(training, "training state")
+    payload["training"] = training
+    return _write(payload, path)
+
+
+def load_training_state(
+    path: str | os.PathLike, model: NeuralProcess, *, optimizer: torch.optim.Optimizer | None = None
+) -> dict[str, Any]:
+    """Load a training checkpoint into ``model`` (and ``optimizer``); return the loop state.
+
+    Raises
+    ------
+    CheckpointNotFoundError, CheckpointError
+        As in :func:`load_model`; also when the file has no training state or holds
+        another model or config than ``model``.
+    """
+    payload = read_checkpoint(path)
+    training = payload.get("training")
+    if not isinstance(training, dict) or "optimizer" not in training:
+        raise CheckpointError(
+            f"{path} is a model checkpoint without training state; expected one written by "
+            "geonp.train.train(..., checkpoint=path). Start a new run with resume=False, or load the "
+            "model with load_model."
+        )
+    if payload["model"] != model.name:
+        raise CheckpointError(
+            f"{path} holds the training state of a {payload['model']!r} model; expected {model.name!r}. "
+            f"Resume with a {payload['model']} model or start fresh with resume=False."
+        )
+    current = model.config.to_dict()
+    diff = sorted(k for k in set(current) | set(payload["config"]) if current.get(k) != payload["config"].get(k))
+    if diff:
+        shown = {k: (payload["config"].get(k), current.get(k)) for k in diff[:_SHOWN]}
+        raise CheckpointError(
+            f"{path} was written for another {model.name} config: (saved, given) differ on {shown}. "
+            "Build the model with the saved config (read_checkpoint(path)['config']) or start fresh with resume=False."
+        )
+    _load_weights(model, payload["state_dict"], path, cast=False)
+    if optimizer is not None:
+        try:
+            optimizer.load_state_dict(training["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{path} has optimizer state that does not fit this optimizer ({exc}); "
+                "resume with the same model and optimizer settings, or start fresh with resume=False."
+            ) from exc
+    return {k: v for k, v in training.items() if k != "optimizer"}
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _geonp_version() -> str:
+    import geonp  # late: geonp/__init__ may import this module
+
+    return geonp.__version__
+
+
+def _model_payload(model: NeuralProcess, metadata: dict | None) -> dict[str, Any]:
+    if not isinstance(model, NeuralProcess) or not model.name:
+        raise CheckpointError(
+            f"save_model got a {type(model).__name__}; expected a geonp NeuralProcess built by "
+            "geonp.models.build_model (its name and config are saved to rebuild it)."
+        )
+    metadata = {} if metadata is None else metadata
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"metadata is a {type(metadata).__name__}; expected a dict of plain data.")
+    _check_plain(metadata, "metadata")
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "geonp_version": _geonp_version(),
+        "model": model.name,
+        "config": model.config.to_dict(),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "metadata": metadata,
+    }
+
+
+def _check_plain(obj: Any, where: str) -> None:
+    """Refuse anything ``torch.load(weights_only=True)`` would refuse to read back."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if not isinstance(key, (str, int)):
+                raise CheckpointError(
+                    f"{where} has a key {key!r} of type {type(key).__name__}; expected str or int keys."
+                )
+            _check_plain(value, f"{where}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _check_plain(value, f"{where}[{i}]")
+    elif not isinstance(obj, _PLAIN):
+        raise CheckpointError(
+            f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain data (str, int, float, "
+            "bool, None, and lists/dicts of them). Convert it, e.g. with str() or .tolist()."
+        )
+
+
+def _write(payload: dict, path: str | os.PathLike) -> Path:
+    """``torch.save`` to a temporary file next to ``path``, fsync, then ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    with contextlib.suppress(OSError):  # make the rename durable (POSIX); harmless where unsupported
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    logger.debug("wrote checkpoint %s", path)
+    return path
+
+
+def _check_archive(path: Path) -> None:
+    """Existence, zip magic and CRCs, before anything is unpickled."""
+    if not path.exists():
+        raise CheckpointNotFoundError(
+            f"no checkpoint at {path}: the file does not exist. Check the path, or write one with "
+            "geonp.checkpoint.save_model(model, path)."
+        )
+    if path.is_dir():
+        raise CheckpointError(
+            f"{path} is a directory; expected a checkpoint file. Pass the path of the file inside it."
+        )
+    with open(path, "rb") as f:
+        head = f.read(len(_ZIP_MAGIC))
+    if not head:
+        raise CheckpointError(
+            f"{path} is empty (0 bytes); expected a geonp checkpoint. Its write was interrupted: save it again."
+        )
+    if head != _ZIP_MAGIC:
+        raise CheckpointError(
+            f"{path} is not a geonp checkpoint: it is not a torch zip archive (it starts with {head!r}, expected "
+            f"{_ZIP_MAGIC!r}). Write checkpoints with geonp.checkpoint.save_model."
+        )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise CheckpointError(
+            f"{path} is truncated or corrupt: it starts like a zip archive but cannot be read ({exc}). "
+            "Re-save or re-download the checkpoint."
+        ) from None
+    if bad is not None:
+        raise CheckpointError(
+            f"{path} is corrupt: its record {bad!r} fails the CRC check. Re-save or re-download the checkpoint."
+        )
+
+
+def _check_payload(payload: Any, path: Path) -> None:
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        found = f"a dict with keys {sorted(map(str, payload))[:_SHOWN]}" if isinstance(payload, dict) else (
+            f"a {type(payload).__name__}"
+        )
+        raise CheckpointError(
+            f"{path} is not a geonp checkpoint: it holds {found}; expected a dict with format={FORMAT!r}. "
+            "For a bare state_dict, build the model and call model.load_state_dict; otherwise write the file "
+            "with geonp.checkpoint.save_model."
+        )
+    version = payload.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CheckpointError(f"{path} has format_version {version!r}; expected an int >= 1. The file is damaged.")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format_version {version} (written by geonp {payload.get('geonp_version')}); "
+            f"this geonp {_geonp_version()} reads format_version <= {FORMAT_VERSION}. Upgrade geonp "
+            "(pip install -U geonp)."
+        )
+    kinds = {"model": str, "config": dict, "state_dict": dict, "metadata": dict}
+    bad = [k for k, kind in kinds.items() if not isinstance(payload.get(k), kind)]
+    if bad:
+        raise CheckpointError(
+            f"{path} is a damaged geonp checkpoint: entries {bad} are missing or of the wrong type "
+            f"(expected {', '.join(f'{k}: {t.__name__}' for k, t in kinds.items())}). Re-save the model."
+        )
+    if not all(isinstance(v, Tensor) for v in payload["state_dict"].values()):
+        raise CheckpointError(f"{path} is a damaged geonp checkpoint: its state_dict holds non-tensor values.")
+
+
+def _build(payload: dict, path: str | os.PathLike) -> NeuralProcess:
+    name = payload["model"]
+    try:
+        return model_from_config(name, payload["config"])
+    except UnknownOptionError:
+        raise CheckpointError(
+            f"{path} holds a {name!r} model, which this geonp ({_geonp_version()}) does not know; known models are "
+            f"{model_names()}. Load it with the geonp that wrote it ({payload.get('geonp_version')})."
+        ) from None
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"{path} has a config this geonp cannot build a {name} model from ({exc}). It was written by geonp "
+            f"{payload.get('geonp_version')}; load it with that version or re-save it."
+        ) from exc
+
+
+def _load_weights(model: NeuralProcess, state_dict: dict[str, Tensor], path: str | os.PathLike, *, cast: bool) -> None:
+    """Strict ``load_state_dict`` with a message listing missing/unexpected keys and shape mismatches."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    shapes = {
+        k: (tuple(state_dict[k].shape), tuple(expected[k].shape))
+        for k in sorted(set(expected) & set(state_dict))
+        if state_dict[k].shape != expected[k].shape
+    }
+    if missing or unexpected or shapes:
+        problems = []
+        if missing:
+            problems.append(f"{len(missing)} missing keys {missing[:_SHOWN]}")
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected keys {unexpected[:_SHOWN]}")
+        if shapes:
+            shown = dict(list(shapes.items())[:_SHOWN])
+            problems.append(f"{len(shapes)} shape mismatches (saved, expected) {shown}")
+        raise CheckpointError(
+            f"{path}: its weights do not fit a {model.name} model built from its config: {'; '.join(problems)}. "
+            "The file was edited or written by an incompatible geonp; re-save the model with save_model."
+        )
+    if cast:  # keep the saved precision (e.g. a model trained in float64)
+        dtypes = {v.dtype for v in state_dict.values() if v.is_floating_point()}
+        if len(dtypes) == 1 and (dtype := dtypes.pop()) != next(model.parameters()).dtype:
+            model.to(dtype)
+    model.load_state_dict(state_dict)
