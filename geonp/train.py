@@ -192,6 +192,7 @@ def train(
     if resume and checkpoint is None:
         raise ConfigError("resume=True needs checkpoint=<path of a training checkpoint>; pass it or set resume=False.")
     device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=config.betas)
     gen = torch.Generator().manual_seed(config.seed)
     val_set = _draw(val_data, config.val_batches, config, torch.Generator().manual_seed(config.val_seed), device)

@@ -12,7 +12,7 @@ import torch
 from geonp.checkpoint import read_checkpoint, save_training_state
 from geonp.errors import CheckpointError, CheckpointNotFoundError, ConfigError, InvalidBatchError, NonFiniteError
 from geonp.models import Batch, build_model
-from geonp.train import TrainConfig, TrainResult, lr_at, train
+from geonp.train import TrainConfig, TrainResult, _param_groups, lr_at, train
 
 TINY = dict(num_layers=1, token_dim=16, num_heads=2, head_dim=8, ff_hidden=(32,), embed_hidden=(32,), head_hidden=(32,))
 
@@ -240,7 +240,8 @@ def test_train__nonfinite_gradient_raises():
 def test_train__resume_refuses_foreign_training_state(tmp_path):
     """A training checkpoint without train()'s loop state cannot be resumed."""
     model = tiny()
-    path = save_training_state(tmp_path / "t.pt", model, optimizer=torch.optim.AdamW(model.parameters()), state={})
+    opt = torch.optim.AdamW(_param_groups(model, 1e-4))
+    path = save_training_state(tmp_path / "t.pt", model, optimizer=opt, state={})
     with pytest.raises(CheckpointError, match="lacks the loop state .* that train\\(\\) writes"):
         train(model, Sine(), cfg(), checkpoint=path, resume=True)
 
