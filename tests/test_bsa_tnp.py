@@ -230,3 +230,21 @@ def test_loss__needs_targets():
     b = _batch()
     with pytest.raises(InvalidBatchError, match="no target values yt"):
         model.loss(Batch(xc=b.xc, yc=b.yc, xt=b.xt))
+
+
+def test_bsa_tnp__nan_in_padding_is_harmless():
+    """NaN values at padded context and target positions change neither predictions nor the loss."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY).double()
+    batch = _batch(nc=20, nt=6)
+    xc = torch.cat([batch.xc, torch.full((2, 3, 3), float("nan"), dtype=torch.float64)], 1)
+    yc = torch.cat([batch.yc, torch.full((2, 3, 1), float("nan"), dtype=torch.float64)], 1)
+    mc = torch.cat([torch.ones(2, 20, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.bool)], 1)
+    yt = batch.yt.clone()
+    yt[:, -1] = float("nan")
+    mt = torch.ones(2, 6, dtype=torch.bool)
+    mt[:, -1] = False
+    padded = Batch(xc=xc, yc=yc, xt=batch.xt, yt=yt, mc=mc, mt=mt)
+    clean = Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt[:, :5], yt=batch.yt[:, :5])
+    with torch.no_grad():
+        torch.testing.assert_close(model(padded).loc[:, :5], model(clean).loc)
+        torch.testing.assert_close(model.loss(padded), model.loss(clean))

@@ -61,8 +61,8 @@ def masked_nll(dist: torch.distributions.Normal, y: Tensor, mask: Tensor | None)
     nll = -dist.log_prob(y)  # [b, nt, dy]
     if mask is None:
         return nll.mean()
-    weight = mask[..., None].to(nll.dtype).expand_as(nll)
-    return (nll * weight).sum() / weight.sum().clamp_min(1.0)
+    keep = mask[..., None].expand_as(nll)
+    return torch.where(keep, nll, 0.0).sum() / keep.sum().clamp_min(1)
 
 
 class NeuralProcess(nn.Module):
@@ -82,7 +82,7 @@ class NeuralProcess(nn.Module):
         cfg = self.config
         batch.validate(x_dims=cfg.x_dims, y_dims=cfg.y_dims, z_dims=cfg.covariate_dims)
         dtype = next(self.parameters()).dtype
-        batch = self.prepare(batch).to(dtype=dtype)
+        batch = self.prepare(batch.zero_padding()).to(dtype=dtype)
         state = self.encode(batch)
         step = cfg.max_targets
         if batch.num_targets <= step or torch.is_grad_enabled():
@@ -96,7 +96,8 @@ class NeuralProcess(nn.Module):
         """Mean NLL per target point (the training objective, 000 eq. 1)."""
         if batch.yt is None:
             raise InvalidBatchError("the batch has no target values yt; the loss needs them. Pass yt [b, nt, y_dims].")
-        return masked_nll(self(batch), batch.yt.to(next(self.parameters()).dtype), batch.mt)
+        yt = batch.zero_padding().yt.to(next(self.parameters()).dtype)
+        return masked_nll(self(batch), yt, batch.mt)
 
     def prepare(self, batch: Batch) -> Batch:
         """Hook run before encoding (e.g. centre coordinates); identity by default."""
@@ -125,9 +126,9 @@ def centre(batch: Batch, columns: list[int]) -> Batch:
     sel = xc[..., columns]
     if batch.mc is None:
         ref = sel.mean(1, keepdim=True)
-    else:
-        w = batch.mc[..., None].double()
-        ref = (sel * w).sum(1, keepdim=True) / w.sum(1, keepdim=True)
+    else:  # padded points may hold anything, NaN included: select, never multiply by 0
+        w = batch.mc[..., None]
+        ref = torch.where(w, sel, 0.0).sum(1, keepdim=True) / w.sum(1, keepdim=True)
     xc[..., columns] -= ref
     xt[..., columns] -= ref
     return replace(batch, xc=xc, xt=xt)

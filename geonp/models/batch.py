@@ -76,6 +76,20 @@ class Batch:
 
         return Batch(**{f.name: move(getattr(self, f.name)) for f in fields(self)})
 
+    def zero_padding(self) -> Batch:
+        """The same batch with every padded entry set to 0 (padding may hold NaN)."""
+
+        def clean(t: Tensor | None, mask: Tensor | None) -> Tensor | None:
+            if t is None or mask is None:
+                return t
+            return torch.where(mask[..., None], t, torch.zeros((), dtype=t.dtype, device=t.device))
+
+        return replace(
+            self,
+            xc=clean(self.xc, self.mc), yc=clean(self.yc, self.mc), zc=clean(self.zc, self.mc),
+            xt=clean(self.xt, self.mt), yt=clean(self.yt, self.mt), zt=clean(self.zt, self.mt),
+        )
+
     def select_targets(self, start: int, stop: int) -> Batch:
         """The same context with targets ``start:stop`` only (targets are independent)."""
         sl = slice(start, stop)

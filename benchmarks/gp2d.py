@@ -1,0 +1,206 @@
+"""2-D GP benchmark of the seeds (003 §5.1) under one equal CPU budget per model.
+
+Each model (small preset) trains for the same number of process CPU-seconds on the seeds' 2-D GP
+prior (SE kernel, ℓ ~ Beta(3, 7), context U[−2, 2]² with noise 0.1, noiseless targets as in 003),
+then is scored on fixed test tasks of the seeds' design: in-domain, shifted (+10), scaled ([−4, 4]²,
+same counts), multiresolution, and scaled-dense ([−4, 4]², counts ×4), beside the exact GP posterior
+with the true kernel and lengthscale (the best any model can do) and the seeds' published numbers.
+
+Scores: mean NLL per target point on noiseless targets (the seeds' protocol) and on noisy targets
+(the model's predictive plus the known noise variance 0.1², the oracle's likewise), RMSE, 95 % coverage.
+
+Run ``python benchmarks/gp2d.py`` (defaults: 20 CPU-minutes per model, 300 test tasks, two models
+at a time, one torch thread each). Results: ``benchmarks/results/gp2d.json`` and the gp2d section of
+``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, machine, save_json, update_doc_section  # noqa: E402
+
+from geonp.checkpoint import save_model  # noqa: E402
+from geonp.metrics import gaussian_scores  # noqa: E402
+from geonp.models import build_model  # noqa: E402
+from geonp.synthetic import GP2D, gp_posterior  # noqa: E402
+from geonp.train import TrainConfig, train  # noqa: E402
+
+MODELS = ["bsa-tnp", "te-pt-tnp", "tnp-d", "te-tnp"]
+VARIANTS = ["in-domain", "shifted", "scaled", "multires", "scaled-dense"]
+NOISE = 0.1
+EVAL_SEED = 2024
+# 003 Table 1/2 (NLL; the paper's scores fit noiseless targets, see docs/baselines.md)
+PAPER = {
+    "bsa-tnp": {"in-domain": -0.32, "shifted": -0.32, "scaled": -0.28, "multires": -0.23},
+    "te-pt-tnp": {"in-domain": 0.32, "shifted": 0.32, "scaled": 1.28, "multires": 0.12},
+    "tnp-d": {"in-domain": -0.26, "shifted": 21.32, "scaled": 4.10},
+}
+
+
+def eval_tasks(variant: str, n_tasks: int, batch_size: int = 8):
+    """The fixed test batches of one variant (identical for every model and the oracle)."""
+    gen = GP2D(variant=variant)  # yt noisy; params["ft"] holds the noiseless values
+    g = torch.Generator().manual_seed(EVAL_SEED + VARIANTS.index(variant))
+    out = []
+    for start in range(0, n_tasks, batch_size):
+        out.append(gen.sample_with_params(min(batch_size, n_tasks - start), g))
+    return out
+
+
+def _score(dists, tasks) -> dict:
+    """Average scores over batches, weighted by target count; noiseless and noisy targets."""
+    totals: dict[str, float] = {}
+    weight = 0
+    for dist, (batch, params) in zip(dists, tasks):
+        n = batch.xt.shape[0] * batch.xt.shape[1]
+        clean = gaussian_scores(dist, params["ft"].to(dist.loc.dtype))
+        noisy_dist = torch.distributions.Normal(dist.loc, (dist.scale**2 + NOISE**2).sqrt())
+        noisy = gaussian_scores(noisy_dist, batch.yt.to(dist.loc.dtype))
+        for k, v in clean.items():
+            totals[f"{k}"] = totals.get(k, 0.0) + v * n
+        for k, v in noisy.items():
+            totals[f"{k}_noisy"] = totals.get(f"{k}_noisy", 0.0) + v * n
+        weight += n
+    return {k: v / weight for k, v in totals.items()}
+
+
+def oracle(n_tasks: int, dense_tasks: int) -> dict:
+    """Exact-GP scores per variant (noiseless predictive; noise added for noisy targets)."""
+    out = {}
+    for variant in VARIANTS:
+        tasks = eval_tasks(variant, dense_tasks if variant == "scaled-dense" else n_tasks)
+        dists = [gp_posterior(b, p, noisy_targets=False) for b, p in tasks]
+        out[variant] = _score(dists, tasks)
+    return out
+
+
+def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_targets: int, seed: int) -> dict:
+    """Train one model under ``budget`` CPU-seconds and score it on every variant."""
+    torch.manual_seed(seed)
+    model = build_model(name, preset="small", space_dims=2)
+    config = TrainConfig(
+        max_cpu_time=budget, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=50,
+        val_every=250, val_batches=8, seed=seed, progress=False,
+    )
+    data = GP2D(num_targets=train_targets, noisy_targets=False)
+    result = train(model, data, config, val_data=GP2D(noisy_targets=False))
+    out_dir = RESULTS.parent / "out"
+    out_dir.mkdir(exist_ok=True)
+    save_model(result.model, out_dir / f"gp2d-{name}.geonp", metadata={"benchmark": "gp2d", "budget_cpu_s": budget})
+    model = result.model.eval()
+    scores, timing = {}, {}
+    for variant in VARIANTS:
+        tasks = eval_tasks(variant, dense_tasks if variant == "scaled-dense" else n_tasks)
+        c0, w0 = time.process_time(), time.perf_counter()
+        with torch.no_grad():
+            dists = [model(b) for b, _ in tasks]
+        timing[variant] = {"cpu_s_per_batch": (time.process_time() - c0) / len(tasks),
+                           "wall_s_per_batch": (time.perf_counter() - w0) / len(tasks)}
+        scores[variant] = _score(dists, tasks)
+    return {
+        "model": name, "parameters": model.num_parameters(), "steps": result.steps,
+        "train_cpu_s": result.cpu_seconds, "train_wall_s": result.wall_seconds, "best_val": result.best_val,
+        "scores": scores, "inference": timing,
+        "history": [h for h in result.history if h.get("val") is not None],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=1200.0, help="training CPU-seconds per model")
+    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser.add_argument("--tasks", type=int, default=300, help="test tasks per variant")
+    parser.add_argument("--dense-tasks", type=int, default=48, help="test tasks of the scaled-dense variant")
+    parser.add_argument("--train-targets", type=int, default=256, help="targets per training task")
+    parser.add_argument("--parallel", type=int, default=2, help="models trained at once (one thread each)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--aggregate", action="store_true", help="only combine existing per-model results")
+    parser.add_argument("--run-model", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run_model:
+        torch.set_num_threads(1)
+        res = run_model(args.run_model, args.budget, args.tasks, args.dense_tasks, args.train_targets, args.seed)
+        save_json(f"gp2d-{args.run_model}", res)
+        return
+    info = machine()
+    procs, results = [], {}
+    pending = [] if args.aggregate else list(args.models)
+    if args.aggregate:
+        for name in args.models:
+            path = RESULTS / f"gp2d-{name}.json"
+            results[name] = json.loads(path.read_text()) if path.exists() else {"model": name, "error": "not run"}
+    while pending or procs:
+        while pending and len(procs) < args.parallel:
+            name = pending.pop(0)
+            cmd = [sys.executable, __file__, "--run-model", name, "--budget", str(args.budget), "--tasks",
+                   str(args.tasks), "--dense-tasks", str(args.dense_tasks), "--train-targets",
+                   str(args.train_targets), "--seed", str(args.seed)]
+            procs.append((name, subprocess.Popen(cmd)))
+        time.sleep(5)
+        for name, p in list(procs):
+            if p.poll() is not None:
+                procs.remove((name, p))
+                path = RESULTS / f"gp2d-{name}.json"
+                results[name] = json.loads(path.read_text()) if p.returncode == 0 and path.exists() else {
+                    "model": name, "error": f"exit code {p.returncode}"}
+    torch.set_num_threads(1)
+    ref = oracle(args.tasks, args.dense_tasks)
+    data = {"machine": info, "budget_cpu_s": args.budget, "tasks": args.tasks, "dense_tasks": args.dense_tasks,
+            "train_targets": args.train_targets, "oracle": ref, "models": results, "paper": PAPER}
+    save_json("gp2d", data)
+    update_doc_section("gp2d", markdown(data))
+
+
+def markdown(data: dict) -> str:
+    """The results tables of docs/benchmarks.md."""
+    info = data["machine"]
+    lines = [
+        f"Run {info['date']} on {info['cpu']} ({info['cores']} cores, one torch thread per model, two models "
+        f"at a time; {info['device']}), torch {info['torch']}. Regenerate: `python benchmarks/gp2d.py`.",
+        f"Every model: small preset, {data['budget_cpu_s'] / 60:.0f} CPU-minutes of training (AdamW, cosine 1e-3 → "
+        f"1e-5, clip 0.5, batch 8, {data['train_targets']} noiseless targets per training task), then "
+        f"{data['tasks']} fixed test tasks per variant ({data['dense_tasks']} for scaled-dense), identical for all.",
+        "",
+        "Mean NLL per target point, noiseless targets (the seeds' protocol) / noisy targets; the paper column is "
+        "003 Tables 1–2 (GPU, 100K steps).",
+        "",
+        "| model | params | steps | " + " | ".join(VARIANTS) + " | paper (in / shift / scale / multires) |",
+        "|---|---|---|" + "---|" * len(VARIANTS) + "---|",
+    ]
+    o = data["oracle"]
+    lines.append("| exact GP (oracle) | – | – | " + " | ".join(
+        f"{o[v]['nll']:.3f} / {o[v]['nll_noisy']:.3f}" for v in VARIANTS) + " | – |")
+    for name, r in data["models"].items():
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error']} |")
+            continue
+        s = r["scores"]
+        paper = data["paper"].get(name, {})
+        pp = " / ".join(f"{paper[v]:.2f}" if v in paper else "–" for v in VARIANTS[:4])
+        lines.append(f"| {name} | {r['parameters']:,} | {r['steps']} | " + " | ".join(
+            f"{s[v]['nll']:.3f} / {s[v]['nll_noisy']:.3f}" for v in VARIANTS) + f" | {pp} |")
+    lines += ["", "RMSE (noiseless targets) and 95 % coverage (noisy targets):", "",
+              "| model | " + " | ".join(VARIANTS) + " | inference CPU-s / batch of 8 (in-domain) |",
+              "|---|" + "---|" * len(VARIANTS) + "---|"]
+    lines.append("| exact GP | " + " | ".join(f"{o[v]['rmse']:.3f} / {o[v]['coverage_noisy']:.2f}" for v in VARIANTS)
+                 + " | – |")
+    for name, r in data["models"].items():
+        if "error" in r:
+            continue
+        s = r["scores"]
+        lines.append(f"| {name} | " + " | ".join(f"{s[v]['rmse']:.3f} / {s[v]['coverage_noisy']:.2f}" for v in VARIANTS)
+                     + f" | {r['inference']['in-domain']['cpu_s_per_batch']:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Pretrained weights shipped inside the package, and the recipe that made them.
+
+The weights were trained by ``scripts/pretrain.py`` on synthetic space-time GP priors
+(:class:`geonp.synthetic.SpaceTimeGP`) whose coordinates use the units a real-data
+pipeline must reproduce for zero-shot use:
+
+* space: lengths in units of the typical context spacing, ``sqrt(area / context points per frame)``;
+* time: one unit = one time step of the data;
+* values: standardised by the context mean and standard deviation of each task.
+
+See ``geonp/weights/MODEL_CARD.md`` for data, configuration, budget and metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from .checkpoint import load_model, read_checkpoint
+from .errors import CheckpointNotFoundError, UnknownOptionError
+from .models import NeuralProcess, build_model
+from .synthetic import SpaceTimeGP
+from .train import TrainConfig
+
+__all__ = ["PRETRAINED", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe"]
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+#: model name → file in ``geonp/weights``
+PRETRAINED = {"bsa-tnp": "bsa-tnp-small.pt", "te-pt-tnp": "te-pt-tnp-small.pt"}
+#: architecture overrides of the shipped models (small preset; bias ranges in the units above)
+OVERRIDES = {
+    "bsa-tnp": dict(space_lengthscales=(0.1, 10.0), time_lengthscales=(0.5, 30.0)),
+    "te-pt-tnp": {},
+}
+
+
+def pretrained_path(name: str) -> Path:
+    """Path of the shipped weights of model ``name``.
+
+    Raises
+    ------
+    UnknownOptionError
+        No weights are shipped for ``name``.
+    CheckpointNotFoundError
+        The package was installed without its weights file.
+    """
+    key = str(name).lower().replace("_", "-")
+    if key not in PRETRAINED:
+        raise UnknownOptionError(
+            f"no pretrained weights for {name!r}; shipped: {tuple(PRETRAINED)}. Train one with geonp.train.train."
+        )
+    path = WEIGHTS_DIR / PRETRAINED[key]
+    if not path.exists():
+        raise CheckpointNotFoundError(
+            f"pretrained weights {path} are missing from the installed package; reinstall geonp "
+            "or regenerate them with `python scripts/pretrain.py --model " + key + "`."
+        )
+    return path
+
+
+def load_pretrained(name: str = "bsa-tnp") -> NeuralProcess:
+    """The shipped model ``name`` (``"bsa-tnp"`` or ``"te-pt-tnp"``), in eval mode.
+
+    Examples
+    --------
+    >>> model = load_pretrained("bsa-tnp")  # doctest: +SKIP
+    >>> model.config.time_dims
+    1
+    """
+    return load_model(pretrained_path(name), expected_name=name).eval()
+
+
+def pretrained_metadata(name: str) -> dict:
+    """The metadata stored with the shipped weights (recipe, budget, metrics)."""
+    return read_checkpoint(pretrained_path(name))["metadata"]
+
+
+def pretraining_recipe(name: str, *, max_cpu_time: float, seed: int = 0) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
+    """Model, data and training configuration used for the shipped weights."""
+    if name not in OVERRIDES:
+        raise UnknownOptionError(f"no pretraining recipe for {name!r}; expected one of {tuple(OVERRIDES)}.")
+    model = build_model(name, preset="small", space_dims=2, time_dims=1, **OVERRIDES[name])
+    data = SpaceTimeGP(mode="mixed")
+    config = TrainConfig(
+        max_cpu_time=max_cpu_time, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=100,
+        val_every=500, val_batches=8, seed=seed, progress=False,
+    )
+    return model, data, config
+
+
+def recipe_metadata(data: SpaceTimeGP, config: TrainConfig) -> dict:
+    """Plain-data description of a recipe, stored in the checkpoint."""
+    gen = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(data).items()}
+    return {"generator": "SpaceTimeGP", "generator_config": gen, "train_config": config.to_dict()}
