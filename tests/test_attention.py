@@ -139,3 +139,28 @@ def test_attention__dense_backend_is_reference():
     torch.testing.assert_close(
         attention(q, k, v, score, xq, xk, backend="dense"), dense_attention(q, k, v, score, xq, xk)
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rbf-space-time", "geodesic"])
+def test_flex_backend__matches_dense(name):
+    """Compiled flex_attention with the fused bias equals the dense reference (inference)."""
+    h = 2
+    score = SCORES[name](h)
+    q, k, v, xq, xk = (t.detach() for t in _inputs(2, h, 64, 48, 16, torch.float32, False))
+    key_mask = torch.rand(2, 48) > 0.2
+    with torch.no_grad():
+        out = attention(q, k, v, score, xq, xk, key_mask, backend="flex")
+        ref = dense_attention(q, k, v, score, xq, xk, key_mask)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_flex_backend__refuses_gradients_and_te_scores():
+    """flex is inference-only and only for additive biases: typed errors say what to use instead."""
+    from geonp.errors import ConfigError
+
+    q, k, v, xq, xk = _inputs(1, 2, 4, 5, 4, torch.float32, False)
+    with pytest.raises(ConfigError, match="inference-only.*backend='tiled'"):
+        attention(q, k, v, SCORES["rbf-space-time"](2), xq, xk, backend="flex")
+    with torch.no_grad(), pytest.raises(ConfigError, match="TEScore has no flex_attention form"):
+        attention(q, k, v, SCORES["te-post"](2), xq, xk, backend="flex")

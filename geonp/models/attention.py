@@ -25,7 +25,7 @@ from ..errors import UnknownOptionError
 
 __all__ = ["ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "BACKENDS"]
 
-BACKENDS = ("auto", "tiled", "dense")
+BACKENDS = ("auto", "tiled", "dense", "flex")
 #: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
 MASKED = -1e30
 #: default number of elements of one [b, h, q_tile, k_tile] tile (64 MB in float32)
@@ -117,8 +117,9 @@ def attention(
         ``[b, nq, c]`` and ``[b, nk, c]`` coordinates passed to ``score``.
     key_mask : Tensor, optional
         ``[b, nk]`` bool, ``True`` for real keys.
-    backend : {"auto", "tiled", "dense"}
-        ``"tiled"`` (and ``"auto"``) is the memory-bounded kernel; ``"dense"`` the reference.
+    backend : {"auto", "tiled", "dense", "flex"}
+        ``"tiled"`` (and ``"auto"``) is the memory-bounded kernel; ``"dense"`` the reference;
+        ``"flex"`` compiled ``flex_attention`` with the bias fused (inference only, see ``flex.py``).
     q_tile, k_tile : int, optional
         Tile sizes (memory knob only: results do not depend on them).
 
@@ -129,6 +130,10 @@ def attention(
     """
     if backend == "dense":
         return dense_attention(q, k, v, score, xq, xk, key_mask)
+    if backend == "flex":
+        from .flex import flex_attention_biased
+
+        return flex_attention_biased(q, k, v, score, xq, xk, key_mask)
     if backend not in BACKENDS:
         raise UnknownOptionError(f"unknown attention backend {backend!r}; expected one of {BACKENDS}.")
     return tiled_attention(q, k, v, score, xq, xk, key_mask, q_tile=q_tile, k_tile=k_tile)

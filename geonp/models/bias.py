@@ -138,6 +138,30 @@ class RBFBias(ScoreMod):
                     o.add_(tmp, alpha=weight[h][f])
         return out
 
+    def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
+        """``[term(b, h, i, j)]`` computing this bias inline for ``flex_attention``."""
+        cols = list(self.columns)
+        geodesic = self.metric == "geodesic"
+        pq, pk = xq[..., cols], xk[..., cols]
+        if geodesic:
+            pq, pk = _unit_vectors(pq), _unit_vectors(pk)
+        pq, pk = pq.contiguous(), pk.contiguous()
+        rate, weight = self.rate().detach(), self.weight.detach()
+
+        def term(b, h, i, j):
+            d2 = None
+            for c in range(pq.shape[-1]):
+                diff = pq[b, i, c] - pk[b, j, c]
+                d2 = diff * diff if d2 is None else d2 + diff * diff
+            if geodesic:
+                d2 = torch.rad2deg(2.0 * torch.asin(torch.clamp(torch.sqrt(d2) * 0.5, max=1.0))) ** 2
+            out = 0.0
+            for f in range(self.num_bases):
+                out = out + weight[h, f] * torch.exp(torch.clamp(-rate[h, f] * d2, min=MIN_EXPONENT))
+            return out
+
+        return [term]
+
     @torch.no_grad()
     def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor]:
         """Analytic gradients for ``(log_lengthscale, weight)`` given ``grad [b, h, nq, nk]``."""
@@ -177,6 +201,16 @@ class SumBias(ScoreMod):
         for part in self.parts[1:]:
             out.add_(part.fast_bias(xq, xk))
         return out
+
+    def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
+        """The terms of every part, for ``flex_attention``."""
+        terms = []
+        for part in self.parts:
+            make = getattr(part, "flex_terms", None)
+            if make is None:
+                raise ConfigError(f"{type(part).__name__} has no flex_attention form; use backend='tiled'.")
+            terms += make(xq, xk)
+        return terms
 
     def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
         grads: list[Tensor] = []

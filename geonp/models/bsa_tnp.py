@@ -35,7 +35,7 @@ class KRConfig(ModelConfig):
     num_heads: int = 4  # attention heads
     head_dim: int = 32  # per-head width ("upscale to 128" = 4 × 32)
     num_layers: int = 6  # KRBlocks
-    ff_hidden: tuple[int, ...] = (256, 64)  # feed-forward hidden layers
+    ff_hidden: tuple[int, ...] = (256,)  # feed-forward hidden layers ("256 and 64 units": 64 → 256 → 64)
     embed_hidden: tuple[int, ...] = (256, 128)  # embedding MLP hidden layers (→ token_dim)
     head_hidden: tuple[int, ...] = (256, 64)  # prediction head hidden layers (→ 2 y_dims)
     space_bases: int = 5  # RBF bases on Δspace per head per layer
