@@ -241,16 +241,19 @@ def test_cholesky__jitter_grows_on_failure_then_raises():
         cholesky_with_jitter(torch.tensor([[[1.0, 2.0], [2.0, 1.0]]], dtype=torch.float64))
 
 
-def test_gp2d__empirical_covariance_matches_kernel():
-    """Across many GP2D tasks with a fixed lengthscale, E[f(a) f(b)] follows the SE kernel in |a - b|."""
-    batch, params = GP2D(lengthscale=0.5, num_context=(2, 2), num_targets=1).sample_with_params(6000, gen(14))
-    f = params["fc"][..., 0]
-    r = (batch.xc[:, 0] - batch.xc[:, 1]).norm(dim=-1).double()
-    assert abs(float(f.square().mean()) - 1.0) < 0.05
-    for lo, hi in ((0.0, 0.4), (0.4, 0.8), (0.8, 1.4)):
+@pytest.mark.parametrize("joint_targets", [True, False])
+def test_gp2d__empirical_covariance_matches_kernel(joint_targets):
+    """Across many GP2D tasks with a fixed lengthscale, E[f(xc) f(xt)] follows the SE kernel in |xc - xt|."""
+    g = GP2D(lengthscale=0.5, num_context=(1, 1), num_targets=1, domain=(-0.6, 0.6), joint_targets=joint_targets)
+    batch, params = g.sample_with_params(6000, gen(14))
+    fc, ft = params["fc"][:, 0, 0], params["ft"][:, 0, 0]
+    r = (batch.xc[:, 0] - batch.xt[:, 0]).norm(dim=-1).double()
+    assert abs(float(fc.square().mean()) - 1.0) < 0.06 and abs(float(ft.square().mean()) - 1.0) < 0.06
+    for lo, hi in ((0.0, 0.3), (0.3, 0.6), (0.6, 1.7)):
         sel = (r >= lo) & (r < hi)
-        expected = torch.exp(-0.5 * (r[sel] / 0.5) ** 2).mean()
-        assert abs(float((f[sel, 0] * f[sel, 1]).mean() - expected)) < 0.07
+        prod, expected = fc[sel] * ft[sel], torch.exp(-0.5 * (r[sel] / 0.5) ** 2).mean()
+        standard_error = prod.std() / math.sqrt(int(sel.sum()))
+        assert abs(float(prod.mean() - expected)) < 4 * float(standard_error)
     noise = (batch.yc.double() - params["fc"]).std()
     assert abs(float(noise) - 0.1) < 0.01
 
@@ -320,8 +323,8 @@ def _stratified_gp2d_nll(num_tasks: int, num_targets: int, seed: int) -> tuple[f
     return sum(noisy) / num_tasks, sum(noiseless) / num_tasks
 
 
-def test_oracle__gp2d_in_domain_near_baseline_quick():
-    """Quick loose check: the oracle NLL on 40 i.i.d. in-domain tasks is near the baselines' values."""
+def test_oracle__gp2d_in_domain_iid_tasks_near_baseline():
+    """Loose check through the generator's own priors: the oracle NLL on 40 i.i.d. tasks is near the baselines."""
     g, generator = gen(0), GP2D(num_targets=32)
     noisy, noiseless = [], []
     for _ in range(5):
@@ -335,9 +338,9 @@ def test_oracle__gp2d_in_domain_near_baseline_quick():
     assert noiseless_mean < noisy_mean
 
 
-@pytest.mark.slow
 def test_oracle__gp2d_in_domain_matches_baseline():
     """The oracle NLL on 240 stratified in-domain tasks is within ±0.05 of the baselines' -0.087 / -0.390."""
+    # seeds 0-5 gave -0.094..-0.114 (noisy) and -0.402..-0.419 (noiseless), ~5 s on one shared core
     noisy, noiseless = _stratified_gp2d_nll(240, 256, seed=0)
     assert abs(noisy - BASELINE_NOISY) < 0.05
     assert abs(noiseless - BASELINE_NOISELESS) < 0.05

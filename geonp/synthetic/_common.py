@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, UnknownOptionError
 from ..models.batch import Batch
-from ._draw import sample_gaussian
+from ._draw import cholesky_with_jitter, sample_gaussian
 from .kernels import METRIC_NAMES, space_time_kernel
 
 __all__ = [
@@ -199,9 +199,15 @@ def select_tasks(params: Params, tasks: slice) -> Params:
 
 
 def draw_gp_values(
-    xc: Tensor, xt: Tensor, params: Params, generator: torch.Generator
+    xc: Tensor,
+    xt: Tensor,
+    params: Params,
+    generator: torch.Generator,
+    *,
+    joint_targets: bool = True,
+    max_elements: int = 2**25,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Jointly draw noiseless GP values at context and targets, then add observation noise.
+    """Draw noiseless GP values at context and targets, then add observation noise.
 
     Parameters
     ----------
@@ -211,6 +217,13 @@ def draw_gp_values(
         Per-task kernel parameters (see :func:`kernel_params`); ``noise_std`` gives the noise.
     generator : torch.Generator
         Source of randomness.
+    joint_targets : bool
+        ``True``: one joint draw at context and targets (one Cholesky of size ``nc + nt``).
+        ``False``: the context jointly, then each target from its exact conditional given the
+        context values, independently of the other targets (Cholesky of size ``nc`` only). Every
+        (context, target) pair has the exact GP law; only correlations between targets are lost.
+    max_elements : int
+        Bound on the matrix entries built at once (tasks are processed in sub-batches).
 
     Returns
     -------
@@ -218,15 +231,42 @@ def draw_gp_values(
         ``fc, ft, yc, yt``, float64, shapes ``[b, nc, 1]`` and ``[b, nt, 1]``.
     """
     nc = xc.shape[1]
-    x = torch.cat([xc, xt], dim=1)
+    if joint_targets:
+        x = torch.cat([xc, xt], dim=1)
 
-    def cov(tasks: slice) -> Tensor:
-        return params_covariance(select_tasks(params, tasks), x[tasks], x[tasks])
+        def cov(tasks: slice) -> Tensor:
+            return params_covariance(select_tasks(params, tasks), x[tasks], x[tasks])
 
-    f = sample_gaussian(cov, generator, shape=tuple(x.shape[:2])).unsqueeze(-1)
-    noise = torch.randn(f.shape, generator=generator, dtype=torch.float64) * params["noise_std"].reshape(-1, 1, 1)
-    y = f + noise
-    return f[:, :nc], f[:, nc:], y[:, :nc], y[:, nc:]
+        f = sample_gaussian(cov, generator, shape=tuple(x.shape[:2]), max_elements=max_elements).unsqueeze(-1)
+        fc, ft = f[:, :nc], f[:, nc:]
+    else:
+        fc, ft = _draw_conditional(xc, xt, params, generator, max_elements)
+    noise_std = params["noise_std"].reshape(-1, 1, 1)
+    yc = fc + noise_std * torch.randn(fc.shape, generator=generator, dtype=torch.float64)
+    yt = ft + noise_std * torch.randn(ft.shape, generator=generator, dtype=torch.float64)
+    return fc, ft, yc, yt
+
+
+def _draw_conditional(
+    xc: Tensor, xt: Tensor, params: Params, generator: torch.Generator, max_elements: int
+) -> tuple[Tensor, Tensor]:
+    """Context values jointly (``L ε_c``), each target from its conditional given them."""
+    b, nc, nt = xc.shape[0], xc.shape[1], xt.shape[1]
+    eps_c = torch.randn((b, nc, 1), generator=generator, dtype=torch.float64)
+    eps_t = torch.randn((b, nt, 1), generator=generator, dtype=torch.float64)
+    fc = torch.empty((b, nc, 1), dtype=torch.float64)
+    ft = torch.empty((b, nt, 1), dtype=torch.float64)
+    step = max(1, max_elements // max(nc * (nc + nt), 1))
+    for start in range(0, b, step):
+        tasks = slice(start, start + step)
+        p = select_tasks(params, tasks)
+        low, _ = cholesky_with_jitter(params_covariance(p, xc[tasks], xc[tasks]))
+        fc[tasks] = low @ eps_c[tasks]
+        v = torch.linalg.solve_triangular(low, params_covariance(p, xc[tasks], xt[tasks]), upper=False)
+        mean = v.transpose(-1, -2) @ eps_c[tasks]  # K_tc K_cc^-1 f_c with f_c = L eps_c
+        var = (p["variance"].reshape(-1, 1) - v.square().sum(-2)).clamp_min(0.0)
+        ft[tasks] = mean + var.sqrt().unsqueeze(-1) * eps_t[tasks]
+    return fc, ft
 
 
 def to_batch(

@@ -75,6 +75,11 @@ class GP1D(GPGenerator):
         Δ added to every input (test-time translation).
     noisy_targets : bool
         ``yt`` with noise (default) or the noiseless values.
+    joint_targets : bool
+        ``True`` (default): context and targets drawn jointly. ``False``: each target drawn from its
+        exact conditional given the context values, independently of the other targets (a
+        Cholesky of size ``N_c`` instead of ``N_c + N_t``; the law of every (context, target) pair
+        is exact, so a factorised NP likelihood sees the same training signal).
 
     Examples
     --------
@@ -96,6 +101,7 @@ class GP1D(GPGenerator):
     noise_std: float = 0.2
     shift: float = 0.0
     noisy_targets: bool = True
+    joint_targets: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.kernels, str) or not isinstance(self.kernels, (tuple, list)) or not self.kernels:
@@ -138,7 +144,7 @@ class GP1D(GPGenerator):
             space_dims=1,
         )
 
-        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator)
+        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
         xc, xt = xc + self.shift, xt + self.shift
         return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
 
@@ -190,6 +196,11 @@ class GP2D(GPGenerator):
         Offset of the ``"shifted"`` variant.
     noisy_targets : bool
         ``yt`` with noise (default) or the noiseless values.
+    joint_targets : bool
+        ``True`` (default): context and targets drawn jointly. ``False``: each target drawn from its
+        exact conditional given the context values, independently of the other targets (a
+        Cholesky of size ``N_c`` instead of ``N_c + N_t``; the law of every (context, target) pair
+        is exact, so a factorised NP likelihood sees the same training signal).
 
     Examples
     --------
@@ -211,6 +222,7 @@ class GP2D(GPGenerator):
     domain: tuple[float, float] = (-2.0, 2.0)
     shift_by: float = 10.0
     noisy_targets: bool = True
+    joint_targets: bool = True
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, GP2D_VARIANTS)
@@ -257,7 +269,7 @@ class GP2D(GPGenerator):
             space_dims=2,
         )
 
-        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator)
+        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
         if self.variant == "shifted":
             xc, xt = xc + self.shift_by, xt + self.shift_by
         return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)

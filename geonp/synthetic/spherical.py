@@ -55,6 +55,11 @@ class SphericalGP(GPGenerator):
         Interval in degrees of both longitude and latitude before rotation.
     noisy_targets : bool
         ``yt`` with noise (default) or the noiseless values.
+    joint_targets : bool
+        ``True`` (default): context and targets drawn jointly. ``False``: each target drawn from its
+        exact conditional given the context values, independently of the other targets (a
+        Cholesky of size ``N_c`` instead of ``N_c + N_t``; the law of every (context, target) pair
+        is exact, so a factorised NP likelihood sees the same training signal).
 
     Examples
     --------
@@ -75,6 +80,7 @@ class SphericalGP(GPGenerator):
     num_targets: int = 1024
     domain: tuple[float, float] = (-10.0, 10.0)
     noisy_targets: bool = True
+    joint_targets: bool = True
 
     def __post_init__(self) -> None:
         if self.rotation is not None and self.rotation not in ROTATIONS:
@@ -115,7 +121,7 @@ class SphericalGP(GPGenerator):
             space_dims=2,
         )
 
-        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator)
+        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
         if self.rotation is not None:
             rot = euler_rotation_matrix(ROTATIONS[self.rotation], "yxz")
             xc, xt = rotate_lonlat(xc, rot), rotate_lonlat(xt, rot)
