@@ -51,7 +51,7 @@ class ScoreMod(nn.Module):
         raise NotImplementedError
 
     def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        """Same values as :meth:`bias`, computed without autograd (override for speed)."""
+        """Same values as :meth:`bias`, without autograd, as a new tensor the caller may modify."""
         return self.bias(xq, xk)
 
     def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
@@ -167,10 +167,10 @@ def tiled_attention(
     return (out, lse) if return_lse else out
 
 
-def _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale, fast: bool) -> Tensor:
-    """Logits of one tile, ``[b, h, tq, tk]``."""
+def _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale) -> Tensor:
+    """Logits of one tile, ``[b, h, tq, tk]`` (no autograd graph for the bias)."""
     if score is not None and score.additive:
-        bias = score.fast_bias(xq_t, xk_t) if fast else score.bias(xq_t, xk_t)
+        bias = score.fast_bias(xq_t, xk_t)
         shape = (q_t.shape[0], q_t.shape[1], q_t.shape[2], k_t.shape[2])
         logits = torch.matmul(q_t, k_t.transpose(-1, -2)).mul_(scale).add_(bias.expand(shape))
     else:
@@ -187,7 +187,7 @@ def _additive_mask(score, xq_t, xk_t, km_t, dtype) -> Tensor | None:
     mask = score.fast_bias(xq_t, xk_t) if score is not None else None
     if km_t is not None:
         pad = torch.zeros(km_t.shape, dtype=dtype, device=km_t.device).masked_fill_(~km_t, MASKED)[:, None, None, :]
-        mask = pad if mask is None else mask + pad
+        mask = pad if mask is None else mask.add_(pad)  # fast_bias returns a fresh tensor
     return mask
 
 
@@ -206,7 +206,7 @@ def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale) -> tuple[Tensor
             q_t, k_t, v_t, 0.0, False, attn_mask=mask, scale=scale
         )
         return out, lse
-    logits = _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale, fast=True)
+    logits = _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale)
     lse = torch.logsumexp(logits, dim=-1)
     return torch.matmul(logits.sub_(lse[..., None]).clamp_(min=MIN_EXPONENT).exp_(), v_t), lse
 
