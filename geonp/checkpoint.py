@@ -267,10 +267,10 @@ def _check_plain(obj: Any, where: str) -> None:
                     f"{where} has a key {key!r} of type {type(key).__name__}; expected str or int keys."
                 )
             _check_plain(value, f"{where}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
+    elif type(obj) in (list, tuple):
         for i, value in enumerate(obj):
             _check_plain(value, f"{where}[{i}]")
-    elif not isinstance(obj, _PLAIN):
+    elif not (type(obj) in _PLAIN or isinstance(obj, Tensor)):  # exact types: a str subclass pickles as an object
         raise CheckpointError(
             f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain data (str, int, float, "
             "bool, None, and lists/dicts of them). Convert it, e.g. with str() or .tolist()."

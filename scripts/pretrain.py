@@ -94,7 +94,7 @@ def main() -> None:
         overrides={k: list(v) for k, v in OVERRIDES[args.model].items()}, steps=result.steps,
         train_cpu_s=result.cpu_seconds, train_wall_s=result.wall_seconds, best_val=result.best_val,
         machine=f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)",
-        torch=torch.__version__, date=dt.date.today().isoformat(), units={
+        torch=str(torch.__version__), date=dt.date.today().isoformat(), units={
             "space": "typical context spacing: sqrt(area / context points per frame)",
             "time": "one time step", "values": "standardised by the context mean and std"},
     )

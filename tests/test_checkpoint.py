@@ -285,3 +285,9 @@ def test_save_model__atomic_on_failure(saved, monkeypatch):
         save_model(tiny("tnp-kr"), saved)
     assert saved.read_bytes() == before and os.listdir(saved.parent) == [saved.name]
     assert load_model(saved).name == "bsa-tnp"
+
+
+def test_save_model__refuses_str_subclasses_in_metadata(tmp_path):
+    """A str subclass (e.g. torch.__version__) would pickle as an object: refused at save time."""
+    with pytest.raises(CheckpointError, match=r"metadata\['torch'\] is a TorchVersion"):
+        save_model(tiny("bsa-tnp"), tmp_path / "m.pt", metadata={"torch": torch.__version__})
