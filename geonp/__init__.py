@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .errors import (
     CheckpointError,
+    CheckpointNotFoundError,
     ConfigError,
     EmptyContextError,
     GeonpError,
@@ -36,4 +37,5 @@ __all__ = [
     "UnknownOptionError",
     "ConfigError",
     "CheckpointError",
+    "CheckpointNotFoundError",
 ]
