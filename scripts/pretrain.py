@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import torch
 
-from geonp.checkpoint import save_model
+from geonp.checkpoint import load_model, read_checkpoint, save_model
 from geonp.metrics import gaussian_scores
 from geonp.pretrained import OVERRIDES, PRETRAINED, WEIGHTS_DIR, pretraining_recipe, recipe_metadata
 from geonp.synthetic import gp_posterior
@@ -68,7 +68,8 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
   log-uniform on {g['time_lengthscale_range']} steps, noise std log-uniform on {g['noise_std_range']},
   {g['num_locations']} locations, half-window {g['window']} frames, leads 1–{g['max_lead']}, values
   standardised by the context. Half the batches infill frame 0 from frames −k..k, half forecast.
-- **Budget**: {meta['train_cpu_s'] / 60:.1f} CPU-minutes ({meta['steps']} steps of batch 8) on
+- **Budget**: {meta['train_cpu_s'] / 60:.1f} CPU-minutes ({meta['steps']} steps of batch 8, in
+  {len(meta['stages'])} stage(s): `--budget` then `--continue`) on
   {meta['machine']}, torch {meta['torch']}, {meta['date']}. Seed {meta['train_config']['seed']}.
 - **Held-out scores** (64 tasks per mode, standardised units, noisy targets; oracle = exact GP with the
   true hyperparameters):
@@ -85,14 +86,25 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1200.0, help="training CPU-seconds")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--continue", dest="resume", action="store_true",
+                        help="start from the shipped weights (a further training stage, lr 5e-4 → 1e-5)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed)
+    stages = []
+    if args.resume:
+        previous = load_model(WEIGHTS_DIR / PRETRAINED[args.model], expected_name=args.model)
+        model.load_state_dict(previous.state_dict())
+        old = read_checkpoint(WEIGHTS_DIR / PRETRAINED[args.model])["metadata"]
+        stages = old.get("stages") or [{"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
+        config = replace(config, lr=5e-4, warmup_steps=0, seed=args.seed + len(stages))
     result = train(model, data, config, val_data=data)
+    stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr}]
     meta = recipe_metadata(data, config)
     meta.update(
-        overrides={k: list(v) for k, v in OVERRIDES[args.model].items()}, steps=result.steps,
-        train_cpu_s=result.cpu_seconds, train_wall_s=result.wall_seconds, best_val=result.best_val,
+        overrides={k: list(v) for k, v in OVERRIDES[args.model].items()}, stages=stages,
+        steps=sum(st["steps"] for st in stages), train_cpu_s=sum(st["train_cpu_s"] for st in stages),
+        train_wall_s=result.wall_seconds, best_val=result.best_val,
         machine=f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)",
         torch=str(torch.__version__), date=dt.date.today().isoformat(), units={
             "space": "typical context spacing: sqrt(area / context points per frame)",
