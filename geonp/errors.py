@@ -16,6 +16,15 @@ __all__ = [
     "CheckpointError",
     "CheckpointNotFoundError",
     "ConfigError",
+    "CoordinateError",
+    "CRSError",
+    "VariableNotFoundError",
+    "VariableTypeError",
+    "NoDataError",
+    "TimeAxisError",
+    "ModelMismatchError",
+    "OutputExistsError",
+    "DataFormatError",
 ]
 
 
@@ -52,3 +61,42 @@ class CheckpointError(GeonpError, ValueError):
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """No checkpoint file exists at the given path."""
+
+
+class CoordinateError(GeonpError, ValueError):
+    """Space or time coordinates are missing, out of range, non-monotonic or duplicated."""
+
+
+class CRSError(CoordinateError):
+    """A projected grid has no coordinate reference system, or the CRS cannot be read."""
+
+
+class VariableNotFoundError(GeonpError, KeyError):
+    """A variable named by the user is not in the dataset."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class VariableTypeError(GeonpError, TypeError):
+    """A variable is not numeric, or the input is not an xarray object."""
+
+
+class NoDataError(GeonpError, ValueError):
+    """There is nothing to work with: all values are missing, or there are no gaps to fill."""
+
+
+class TimeAxisError(GeonpError, ValueError):
+    """A task needs a time axis that the data lack, or a lead time that is not a whole number of steps."""
+
+
+class ModelMismatchError(GeonpError, ValueError):
+    """A fitted model was trained on other variables, covariates or coordinate reference system."""
+
+
+class OutputExistsError(GeonpError, FileExistsError):
+    """The output path exists and overwriting was not asked for."""
+
+
+class DataFormatError(GeonpError, ValueError):
+    """A file is of an unknown or unreadable format, or lacks the columns geonp needs."""
