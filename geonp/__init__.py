@@ -25,6 +25,7 @@ from .errors import (
     ModelMismatchError,
     OutputExistsError,
     DataFormatError,
+    InputNotFoundError,
     EmptyContextError,
     GeonpError,
     InvalidBatchError,
@@ -54,6 +55,7 @@ __all__ = [
     "ModelMismatchError",
     "OutputExistsError",
     "DataFormatError",
+    "InputNotFoundError",
     "CheckpointError",
     "CheckpointNotFoundError",
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "ModelMismatchError",
     "OutputExistsError",
     "DataFormatError",
+    "InputNotFoundError",
 ]
 
 
@@ -100,3 +101,7 @@ class OutputExistsError(GeonpError, FileExistsError):
 
 class DataFormatError(GeonpError, ValueError):
     """A file is of an unknown or unreadable format, or lacks the columns geonp needs."""
+
+
+class InputNotFoundError(GeonpError, FileNotFoundError):
+    """An input file or store does not exist."""
