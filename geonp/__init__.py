@@ -33,6 +33,9 @@ from .errors import (
     UnknownOptionError,
 )
 
+from . import accessor as _accessor  # noqa: F401  registers ds.np / da.np
+from .io import open_dataset, to_zarr
+
 try:
     __version__ = version("geonp")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
@@ -40,6 +43,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 
 __all__ = [
     "__version__",
+    "open_dataset",
+    "to_zarr",
+    "Model",
+    "load_model",
     "GeonpError",
     "InvalidBatchError",
     "EmptyContextError",
@@ -59,3 +66,12 @@ __all__ = [
     "CheckpointError",
     "CheckpointNotFoundError",
 ]
+
+
+def __getattr__(name: str):
+    # torch is imported only when a model is needed, so `import geonp` (and geonp.io) stay light
+    if name in ("Model", "load_model"):
+        from . import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'geonp' has no attribute {name!r}")

@@ -1,0 +1,86 @@
+"""The ``.np`` accessor on xarray objects: thin, each method one call into :mod:`geonp.api`."""
+
+from __future__ import annotations
+
+import xarray as xr
+
+__all__ = ["GeonpAccessor"]
+
+
+class GeonpAccessor:
+    """Neural-process infilling, forecasting and fitting: ``ds.np.infill(...)``.
+
+    The accessor holds only the wrapped object; fitted models are returned, never stored
+    (xarray rebuilds accessors for every new object).
+    """
+
+    def __init__(self, obj: xr.Dataset | xr.DataArray) -> None:
+        self._obj = obj
+
+    def infill(self, var: str | None = None, **kwargs) -> xr.Dataset:
+        """Fill the gaps of ``var``, or predict it at ``targets=``.
+
+        Parameters
+        ----------
+        var : str, optional
+            The variable; may be omitted when the dataset has one.
+        model : str, path or geonp.Model, default "bsa-tnp"
+            A shipped model name (``"bsa-tnp"``, ``"te-pt-tnp"``), a fitted :class:`geonp.Model`,
+            or the path of a saved one.
+        targets : Dataset or DataArray, optional
+            Predict at these coordinates (e.g. a grid from stations) instead of the gaps.
+        covariates : str, list or DataArray, optional
+            Elevation (a variable/coordinate name or a DataArray); ``"hour"``/``"doy"`` for a
+            fitted model. Found automatically when omitted.
+        chunks : int or dict, optional
+            Output chunks (``{"time": 24, "latitude": 64, ...}``); the result is then lazy.
+        device : str, default "auto"
+            ``"auto"`` (GPU when present), ``"cpu"`` or ``"cuda"``.
+        crs : optional
+            CRS of projected x/y coordinates when the data do not carry one.
+        halo : float, optional
+            Space halo of each chunk's context window, in model units (typical spacings).
+        time_window : int, optional
+            Frames each side of a target frame used as context.
+
+        Returns
+        -------
+        Dataset
+            ``{var}_mean``, ``{var}_std`` and (without ``targets``) ``{var}_filled``, with CF
+            attributes and the CRS in ``spatial_ref``.
+
+        Examples
+        --------
+        >>> out = ds.np.infill("t2m")  # doctest: +SKIP
+        >>> out.t2m_filled.isel(time=0).plot()  # doctest: +SKIP
+        """
+        from . import api
+
+        return api.infill(self._obj, var, **kwargs)
+
+    def forecast(self, var: str | None = None, *, hours: float, **kwargs) -> xr.Dataset:
+        """Forecast ``var`` at every lead up to ``hours`` after ``init_time`` (default: the last step).
+
+        Takes ``model``, ``init_time`` (one time or a list), ``chunks``, ``device``, ``crs``,
+        ``halo`` and ``context_frames`` (past frames used as context). Returns ``{var}_mean``
+        and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a ``valid_time``
+        coordinate.
+        """
+        from . import api
+
+        return api.forecast(self._obj, var, hours=hours, **kwargs)
+
+    def fit(self, var: str | None = None, **kwargs):
+        """Train a model on this data and return a :class:`geonp.Model` (``model.save(path)``).
+
+        Takes ``model`` (default ``"bsa-tnp"``), ``task`` (``"infill"`` or ``"forecast"``),
+        ``max_time`` (``"10min"``) and/or ``steps``, ``seed``, ``covariates``, ``pretrained``
+        (start from shipped weights, default ``True``), ``device`` and ``progress``.
+        """
+        from . import api
+
+        return api.fit(self._obj, var, **kwargs)
+
+
+xr.register_dataset_accessor("np")(GeonpAccessor)
+xr.register_dataarray_accessor("np")(GeonpAccessor)

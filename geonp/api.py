@@ -1,0 +1,418 @@
+"""``fit`` / ``infill`` / ``forecast``: validate up front, plan, and hand the work to dask.
+
+No model math and no file I/O here: :mod:`geonp.geo` finds the axes, :mod:`geonp.chunked`
+builds the lazy computation, :mod:`geonp.fitting` trains, :mod:`geonp.io` writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from . import geo
+from .chunked import build_problem, lazy_forecast, lazy_infill, observed_fraction
+from .errors import (
+    ConfigError,
+    CoordinateError,
+    NoDataError,
+    TimeAxisError,
+    VariableNotFoundError,
+)
+from .model import Model, resolve_model, with_settings
+
+__all__ = ["infill", "forecast", "fit", "parse_duration"]
+
+_COVARIATE_KEYWORDS = ("hour", "doy")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def parse_duration(value: float | int | str | None) -> float | None:
+    """Seconds from ``600``, ``"90s"``, ``"10min"``, ``"1.5h"`` (``None`` stays ``None``).
+
+    Raises
+    ------
+    ConfigError
+        Not a positive duration.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hours?)?\s*",
+                         str(value).lower())
+        if m is None:
+            raise ConfigError(f"max_time={value!r} is not a duration; expected seconds or a string like '90s', "
+                              "'10min' or '1h'.")
+        unit = (m.group(2) or "s")[0]
+        seconds = float(m.group(1)) * {"s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    if not seconds > 0:
+        raise ConfigError(f"max_time={value!r} must be positive.")
+    return seconds
+
+
+def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tuple[str, ...] | None]:
+    """(elevation variable name, elevation DataArray, explicit covariate list or None for auto)."""
+    if covariates is None:
+        return None, None, None
+    if isinstance(covariates, xr.DataArray):
+        return None, covariates, ("elevation",)
+    if isinstance(covariates, str):
+        covariates = [covariates]
+    names, elev = [], None
+    for c in covariates:
+        if isinstance(c, xr.DataArray):
+            return None, c, tuple(dict.fromkeys([*names, "elevation"]))
+        if c in _COVARIATE_KEYWORDS or c == "elevation":
+            names.append(c)
+        else:
+            elev = c
+            names.append("elevation")
+    return elev, None, tuple(dict.fromkeys(names))
+
+
+def _prepare(obj, var, *, crs, covariates) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
+    elev_name, elev_da, explicit = _split_covariates(covariates)
+    ds, _ = geo.select_variable(obj, var)
+    if elev_da is not None:
+        ds = ds.assign_coords(elevation=elev_da)
+        elev_name = "elevation"
+    if elev_name is not None and elev_name not in ds.variables:
+        raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
+                                    f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")
+    ds, layout = geo.describe(ds, var if var is not None else _only_var(ds, obj), crs=crs, elevation=elev_name)
+    return ds, layout, explicit
+
+
+def _only_var(ds: xr.Dataset, obj) -> str | None:
+    return obj.name if isinstance(obj, xr.DataArray) else None
+
+
+def _chunks(chunks, layout: geo.Layout, data_chunks: tuple | None) -> dict:
+    """Normalise ``chunks=`` to {"__time__": frames, <space dim>: size, "init_time": n}."""
+    out: dict[str, int] = {}
+    if data_chunks is not None:  # the input's own dask chunks along time and space
+        dims = [*layout.extra_dims, layout.time or "__time__", *layout.space_dims]
+        for d, c in zip(dims, data_chunks):
+            if d not in layout.extra_dims:
+                out["__time__" if d == layout.time else d] = int(max(c))
+    if chunks is None:
+        return out
+    if isinstance(chunks, (int, np.integer)):
+        out["__time__"] = out["init_time"] = int(chunks)
+        return out
+    if not isinstance(chunks, Mapping):
+        raise ConfigError(f"chunks={chunks!r}; expected an int (frames per chunk) or a dict such as "
+                          "{'time': 24, 'latitude': 64, 'longitude': 64}.")
+    known = {layout.time, *layout.space_dims, "init_time", *layout.extra_dims} - {None}
+    for k, v in chunks.items():
+        if k not in known:
+            raise ConfigError(f"chunks has dim {k!r}; expected some of {sorted(known)}.")
+        if v is None or v == -1:
+            continue
+        if int(v) < 1:
+            raise ConfigError(f"chunks[{k!r}]={v!r}; expected a positive size.")
+        out["__time__" if k == layout.time else k] = int(v)
+    return out
+
+
+def _input_chunks(ds: xr.Dataset, layout: geo.Layout):
+    v = ds[layout.var]
+    if v.chunks is None:
+        return None
+    order = [*layout.extra_dims, *( [layout.time] if layout.time else []), *layout.space_dims]
+    c = v.transpose(*order).chunks
+    if layout.time is None:
+        c = (*c[: len(layout.extra_dims)], (1,), *c[len(layout.extra_dims):])
+    return c
+
+
+def _counts(problem_data) -> tuple[int, int]:
+    return observed_fraction(problem_data)
+
+
+def _target_layout(targets, crs) -> tuple[xr.Dataset, geo.Layout]:
+    """Coordinates to predict at, from a Dataset/DataArray (its data values are ignored)."""
+    if isinstance(targets, xr.DataArray):
+        targets = targets.to_dataset(name=targets.name or "__target__")
+    if not isinstance(targets, xr.Dataset):
+        raise ConfigError(f"targets= got a {type(targets).__name__}; expected an xarray Dataset or DataArray whose "
+                          "coordinates are the points to predict at.")
+    coords = xr.Dataset(coords={k: v for k, v in targets.coords.items()})
+    ref = None
+    for name, c in coords.coords.items():
+        if c.ndim >= 1 and (geo._is_lat(name, c) or str(name).lower() in ("y", "northing")):
+            ref = c
+            break
+    if ref is None:
+        raise CoordinateError(f"targets= has no recognisable space coordinates (found {list(coords.coords)}); "
+                              "expected latitude/longitude or x/y coordinates.")
+    dims = []
+    for c in coords.coords.values():
+        if c.ndim >= 1 and (geo._is_lat(c.name, c) or geo._is_lon(c.name, c)
+                            or str(c.name).lower() in ("x", "y", "easting", "northing")):
+            dims += [d for d in c.dims if d not in dims]
+    zeros = xr.DataArray(np.zeros([coords.sizes[d] for d in dims], dtype=np.float32), dims=dims)
+    tds = coords.assign(__target__=zeros)
+    for k in ("spatial_ref", "crs"):
+        if k in targets.variables and k not in tds.variables:
+            tds = tds.assign_coords({k: targets[k]})
+    _, layout = geo.describe(tds, "__target__", crs=crs)
+    if layout.time is not None or layout.extra_dims:
+        raise CoordinateError("targets= must hold space coordinates only (no time or other dims); the time steps "
+                              "come from the data.")
+    return tds, layout
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _attrs_of(da: xr.DataArray, kind: str, var: str) -> dict:
+    src = da.attrs
+    name = src.get("standard_name")
+    attrs = {k: src[k] for k in ("units",) if k in src}
+    long = src.get("long_name", var)
+    if kind == "mean":
+        attrs.update(long_name=f"{long} (predictive mean)", ancillary_variables=f"{var}_std")
+        if name:
+            attrs["standard_name"] = name
+    elif kind == "std":
+        attrs.update(long_name=f"{long} (predictive standard deviation)",
+                     standard_name=f"{name or var} standard_error")
+    else:
+        attrs.update(long_name=f"{long} (observations, gaps filled with the predictive mean)",
+                     ancillary_variables=f"{var}_std")
+        if name:
+            attrs["standard_name"] = name
+    return attrs
+
+
+def _finish(out: xr.Dataset, layout: geo.Layout, model: Model, task: str, lazy: bool) -> xr.Dataset:
+    from .io.crs import write_crs
+
+    out = write_crs(out, layout.crs)
+    out.attrs.update({
+        "Conventions": "CF-1.8",
+        "title": f"geonp {task} of {layout.var}",
+        "history": f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
+                   f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})",
+        "source": f"geonp {_version()} neural process {model.name}",
+        "geonp_version": _version(),
+        "geonp_model": model.name,
+        "geonp_model_source": model.source or "in memory",
+        "geonp_checkpoint_sha256": model.digest,
+        "geonp_task": task,
+    })
+    return out if lazy else out.compute()
+
+
+def _space_coords(ds: xr.Dataset, layout: geo.Layout) -> dict:
+    keep = {}
+    for name, c in ds.coords.items():
+        if set(c.dims) <= set(layout.space_dims) and c.dims:
+            keep[name] = c
+    return keep
+
+
+def infill(
+    obj: xr.Dataset | xr.DataArray,
+    var: str | None = None,
+    *,
+    model: str | os.PathLike | Model = "bsa-tnp",
+    targets: xr.Dataset | xr.DataArray | None = None,
+    covariates=None,
+    chunks: int | Mapping | None = None,
+    device: str = "auto",
+    crs=None,
+    halo: float | None = None,
+    time_window: int | None = None,
+    batch_size: int = 8,
+) -> xr.Dataset:
+    """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
+    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
+    m = with_settings(resolve_model(model), halo=halo, half_window=time_window)
+    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None)
+    lazy = ds[layout.var].chunks is not None or chunks is not None
+    chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
+    target = _target_layout(targets, crs) if targets is not None else None
+    problem = build_problem(ds, layout, m.normaliser, observed_fraction=1.0, targets=target)
+    n_obs, n_all = _counts(problem.data)
+    if n_obs == 0:
+        raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
+                          "Check the variable and the selection (e.g. .sel(time=...)).")
+    if target is None and n_obs == n_all:
+        raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
+                          "(e.g. ds.where(mask)), or pass targets= to predict at other coordinates.")
+    if m.normaliser.space_unit_km is None:  # shipped weights: space unit = the spacing of the observations
+        problem = build_problem(ds, layout, m.normaliser, observed_fraction=n_obs / n_all, targets=target)
+    from .inference import ModelPayload, resolve_device
+
+    dev = str(resolve_device(device))
+    mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, device=dev,
+                            batch_size=batch_size)
+    out_ds = target[0] if target is not None else ds
+    out_layout = target[1] if target is not None else layout
+    dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
+    coords = {d: ds[d] for d in [*layout.extra_dims, layout.time] if d is not None and d in ds.coords}
+    coords.update(_space_coords(out_ds, out_layout))
+    src = ds[layout.var]
+    data_vars = {
+        f"{layout.var}_mean": (dims, mean, _attrs_of(src, "mean", layout.var)),
+        f"{layout.var}_std": (dims, std, _attrs_of(src, "std", layout.var)),
+    }
+    out = xr.Dataset(data_vars, coords=coords)
+    if layout.time is None:
+        out = out.isel(__time__=0, drop=True)
+    if target is None:
+        observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
+        filled = observed.where(observed.notnull(), out[f"{layout.var}_mean"].astype(src.dtype))
+        out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(_attrs_of(src, "filled", layout.var))
+        out = out.transpose(*src.dims)
+    return _finish(out, out_layout, m, "infill", lazy)
+
+
+def _init_indices(times: np.ndarray, init_time, context_frames: int) -> np.ndarray:
+    if init_time is None:
+        return np.array([len(times) - 1])
+    wanted = np.atleast_1d(pd.to_datetime(np.asarray(init_time)).values.astype("datetime64[ns]"))
+    have = times.astype("datetime64[ns]")
+    idx = np.searchsorted(have, wanted)
+    bad = [str(w) for w, i in zip(wanted, idx) if i >= len(have) or have[i] != w]
+    if bad:
+        raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({have[0]} .. {have[-1]}); "
+                            "pick times that are in the data.")
+    return idx
+
+
+def forecast(
+    obj: xr.Dataset | xr.DataArray,
+    var: str | None = None,
+    *,
+    hours: float,
+    model: str | os.PathLike | Model = "bsa-tnp",
+    init_time=None,
+    covariates=None,
+    chunks: int | Mapping | None = None,
+    device: str = "auto",
+    crs=None,
+    halo: float | None = None,
+    context_frames: int | None = None,
+    batch_size: int = 8,
+) -> xr.Dataset:
+    """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
+    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
+    if layout.time is None:
+        raise TimeAxisError(f"{layout.var!r} has no time axis (dims {list(ds[layout.var].dims)}); forecasting needs "
+                            "past frames. Use ds.np.infill for data without time.")
+    times = np.asarray(ds[layout.time].values)
+    if len(times) < 2:
+        raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one.")
+    step = geo.time_step_hours(times)
+    try:
+        hours = float(hours)
+    except (TypeError, ValueError) as exc:
+        raise TimeAxisError(f"hours={hours!r} is not a number of hours.") from exc
+    n_leads = hours / step
+    if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-6:
+        raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "
+                            f"use e.g. hours={step * max(1, round(n_leads)):g}.")
+    m = with_settings(resolve_model(model), halo=halo, context_frames=context_frames)
+    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True)
+    inits = _init_indices(times, init_time, int(m.settings["context_frames"]))
+    lazy = ds[layout.var].chunks is not None or chunks is not None
+    chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
+    problem = build_problem(ds, layout, m.normaliser, observed_fraction=1.0)
+    n_obs, n_all = _counts(problem.data)
+    if n_obs == 0:
+        raise NoDataError(f"every value of {layout.var!r} is missing; there is nothing to forecast from.")
+    if m.normaliser.space_unit_km is None:
+        problem = build_problem(ds, layout, m.normaliser, observed_fraction=n_obs / n_all)
+    from .inference import ModelPayload, resolve_device
+
+    leads = np.arange(1, int(round(n_leads)) + 1)
+    mean, std = lazy_forecast(problem, ModelPayload.from_net(m.net), m.settings, inits=inits, leads=leads,
+                              chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size)
+    lead_td = pd.to_timedelta(leads * step, unit="h").values
+    init_values = times[inits]
+    coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
+    coords.update(_space_coords(ds, layout))
+    coords["init_time"] = ("init_time", init_values)
+    coords["lead_time"] = ("lead_time", lead_td, {"long_name": "lead time", "standard_name": "forecast_period"})
+    coords["valid_time"] = (("init_time", "lead_time"), init_values[:, None] + lead_td[None, :],
+                            {"long_name": "valid time", "standard_name": "time"})
+    dims = [*layout.extra_dims, "init_time", "lead_time", *layout.space_dims]
+    src = ds[layout.var]
+    out = xr.Dataset({
+        f"{layout.var}_mean": (dims, mean, _attrs_of(src, "mean", layout.var)),
+        f"{layout.var}_std": (dims, std, _attrs_of(src, "std", layout.var)),
+    }, coords=coords)
+    return _finish(out, layout, m, "forecast", lazy)
+
+
+def fit(
+    obj: xr.Dataset | xr.DataArray,
+    var: str | None = None,
+    *,
+    model: str = "bsa-tnp",
+    task: str = "infill",
+    max_time: float | str | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    covariates=None,
+    crs=None,
+    preset: str = "small",
+    pretrained: bool = True,
+    device: str = "auto",
+    progress: bool = True,
+    **train_options: Any,
+) -> Model:
+    """Train a model on the dataset itself; see :meth:`GeonpAccessor.fit`."""
+    from .fitting import fit_model
+
+    if task not in ("infill", "forecast"):
+        raise ConfigError(f"task={task!r}; expected 'infill' or 'forecast'.")
+    seconds = parse_duration(max_time)
+    if seconds is None and steps is None:
+        raise ConfigError("fit needs a budget: pass max_time= (e.g. '10min') or steps= (e.g. 2000).")
+    if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 1):
+        raise ConfigError(f"steps={steps!r}; expected a positive integer.")
+    ds, layout, explicit = _prepare(obj, var, crs=crs, covariates=covariates)
+    if task == "forecast" and layout.time is None:
+        raise TimeAxisError(f"task='forecast' needs a time axis but {layout.var!r} has dims "
+                            f"{list(ds[layout.var].dims)}; fit task='infill' instead.")
+    if explicit is None:  # automatic covariates
+        names = []
+        if layout.elevation is not None:
+            names.append("elevation")
+        if layout.time is not None and len(ds[layout.time]) > 1:
+            times = ds[layout.time].values
+            if geo.time_step_hours(times) < 24:
+                names.append("hour")
+            span_days = (geo.time_hours(times[-1:]) - geo.time_hours(times[:1]))[0] / 24
+            if span_days >= 60:
+                names.append("doy")
+        explicit = tuple(names)
+    if "elevation" in explicit and layout.elevation is None:
+        raise VariableNotFoundError("covariates include elevation but the data have no elevation variable or "
+                                    "coordinate; pass covariates=[<name>] or an elevation DataArray.")
+    if ("hour" in explicit or "doy" in explicit) and layout.time is None:
+        raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
+    return fit_model(ds, layout, model=model, task=task, max_time=seconds, steps=steps, seed=seed,
+                     covariates=explicit, preset=preset, pretrained=pretrained, device=device, progress=progress,
+                     **train_options)
+
+
+def _as_list(x) -> Sequence:
+    return list(x) if isinstance(x, (list, tuple)) else [x]

@@ -1,0 +1,182 @@
+"""Training tasks drawn from a dataset itself (numpy only, no torch).
+
+:class:`TaskSampler` draws the kind of task the model will later solve:
+
+* ``"infill"`` – pick a series (extra-dim index), a frame ``i``, a region (the points nearest a
+  random point) and a keep fraction ``f`` (log-uniform); each frame within the half-window keeps
+  ``f`` of its observed points as context; the observed points of frame ``i`` that are not
+  context (plus, sometimes, a contiguous hole) are the targets;
+* ``"forecast"`` – pick an initial frame ``i`` and a region; the context is the observed points
+  of the ``context_frames`` frames up to ``i``; the targets are observed points at random leads
+  ``1 … max_lead``.
+
+Regions keep the density of the data (they are a neighbourhood, not a thinning), so the model
+trains at the spacing it will see at prediction time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, NoDataError
+from ..normalise import Normaliser
+from .tasks import Task, Window
+
+__all__ = ["SamplerConfig", "TaskSampler"]
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """How training tasks are drawn (counts per task; windows in frames)."""
+
+    task: str = "infill"
+    max_context: int = 768
+    max_targets: int = 256
+    half_window: int = 3  # infill: frames each side of the target frame
+    context_frames: int = 4  # forecast: frames up to and including the initial frame
+    max_lead: int = 6  # forecast: largest lead in frames
+    keep_range: tuple[float, float] = (0.05, 1.0)  # infill: fraction of observed points kept as context
+    hole_probability: float = 0.25  # infill: chance of a contiguous hole in the target frame
+
+    def __post_init__(self) -> None:
+        if self.task not in ("infill", "forecast"):
+            raise ConfigError(f"task={self.task!r}; expected 'infill' or 'forecast'.")
+        if self.max_context < 8 or self.max_targets < 1:
+            raise ConfigError("max_context must be >= 8 and max_targets >= 1.")
+        lo, hi = self.keep_range
+        if not 0 < lo <= hi <= 1:
+            raise ConfigError(f"keep_range={self.keep_range}; expected 0 < low <= high <= 1.")
+
+
+class TaskSampler:
+    """Draw training tasks from in-memory data.
+
+    Parameters
+    ----------
+    values : ndarray ``[E, T, P]``
+        Series (extra-dim indices) × frames × points, NaN = missing.
+    window : Window
+        Coordinates of the frames and points (its ``values`` are ignored).
+    norm : Normaliser
+        Scales (covariates, value standardisation).
+    time_unit_per_frame : float
+        Model time units between consecutive frames.
+    config : SamplerConfig
+        Counts and windows.
+    """
+
+    def __init__(self, values: np.ndarray, window: Window, norm: Normaliser, time_unit_per_frame: float,
+                 config: SamplerConfig) -> None:
+        self.values = np.asarray(values, dtype=np.float64)
+        self.window = window
+        self.norm = norm
+        self.dt = float(time_unit_per_frame)
+        self.config = config
+        E, T, P = self.values.shape
+        finite = np.isfinite(self.values)
+        if not finite.any():
+            raise NoDataError("every value is missing; there is nothing to train on.")
+        self.frame_counts = finite.sum(2)  # [E, T]
+        self.obs_fraction = float(finite.mean())
+        c = config
+        if c.task == "forecast":
+            lo, hi = c.context_frames - 1, T - 2
+            if hi < lo:
+                raise NoDataError(f"forecast training needs at least {c.context_frames + 1} frames; the data have {T}.")
+            self.inits = np.arange(lo, hi + 1)
+        else:
+            self.inits = np.arange(T)
+        ok = self.frame_counts[:, self.inits] >= 2
+        if not ok.any():
+            raise NoDataError("no frame has two or more observations; infill training needs context and targets.")
+        self.choices = np.argwhere(ok)  # (e, index into inits)
+        self.cov = window.covariates(norm) if norm.covariates else None
+
+    def _region(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        P = len(self.window.xy)
+        if size >= P:
+            return np.arange(P)
+        centre = self.window.xy[rng.integers(P)]
+        d = ((self.window.xy - centre) ** 2).sum(1)
+        return np.argpartition(d, size - 1)[:size]
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        """One task with values standardised by its context."""
+        e, k = self.choices[rng.integers(len(self.choices))]
+        i = int(self.inits[k])
+        if self.config.task == "forecast":
+            return self._forecast(rng, e, i)
+        return self._infill(rng, e, i)
+
+    def _infill(self, rng, e, i) -> Task:
+        c, T = self.config, self.values.shape[1]
+        lo, hi = np.log(c.keep_range[0]), np.log(c.keep_range[1])
+        keep = float(np.exp(rng.uniform(lo, hi)))
+        frames = np.arange(max(0, i - c.half_window), min(T, i + c.half_window + 1))
+        per_point = len(frames) * max(self.obs_fraction, 1e-3) * keep
+        region = self._region(rng, int(max(32, c.max_context / per_point)))
+        xs, ys, zs = [], [], []
+        target_idx = None
+        for j in frames:
+            v = self.values[e, j, region]
+            obs = np.flatnonzero(np.isfinite(v))
+            kept = obs[rng.random(len(obs)) < keep]
+            if j == i:
+                if len(obs) >= 2 and len(kept) >= len(obs):  # keep at least one target
+                    kept = kept[: len(kept) - 1]
+                if rng.random() < c.hole_probability and len(kept) > 4:
+                    xy = self.window.xy[region[kept]]
+                    centre = xy[rng.integers(len(xy))]
+                    radius = np.sqrt(rng.uniform(0.02, 0.2) * np.ptp(xy, 0).prod() / np.pi + 1e-12)
+                    kept = kept[((xy - centre) ** 2).sum(1) > radius**2]
+                target_idx = np.setdiff1d(obs, kept)
+            pts = region[kept]
+            xs.append(np.concatenate([self.window.xy[pts], np.full((len(pts), 1), self.window.t[j])], 1))
+            ys.append(self.values[e, j, pts])
+            if self.cov is not None:
+                zs.append(self.cov[j, pts])
+        xc, yc = np.concatenate(xs), np.concatenate(ys)
+        if len(xc) > c.max_context:
+            sel = rng.choice(len(xc), c.max_context, replace=False)
+            xc, yc = xc[sel], yc[sel]
+            zs = [np.concatenate(zs)[sel]] if zs else zs
+        if len(target_idx) > c.max_targets:
+            target_idx = rng.choice(target_idx, c.max_targets, replace=False)
+        pts = region[target_idx]
+        if len(yc) == 0:  # nothing kept: move one target into the context
+            xc = np.concatenate([self.window.xy[pts[:1]], [[self.window.t[i]]]], 1)
+            yc = self.values[e, i, pts[:1]]
+            zs = [self.cov[i, pts[:1]]] if self.cov is not None else []
+            pts = pts[1:] if len(pts) > 1 else pts
+        xt = np.concatenate([self.window.xy[pts], np.full((len(pts), 1), self.window.t[i])], 1)
+        return self._task(xc, yc, np.concatenate(zs) if zs else None, xt, self.values[e, i, pts],
+                          None if self.cov is None else self.cov[i, pts])
+
+    def _forecast(self, rng, e, i) -> Task:
+        c, T = self.config, self.values.shape[1]
+        past = np.arange(max(0, i - c.context_frames + 1), i + 1)
+        region = self._region(rng, int(max(16, c.max_context / (len(past) * max(self.obs_fraction, 1e-3)))))
+        xs, ys, zs = [], [], []
+        for j in past:
+            pts = region[np.isfinite(self.values[e, j, region])]
+            xs.append(np.concatenate([self.window.xy[pts], np.full((len(pts), 1), self.window.t[j])], 1))
+            ys.append(self.values[e, j, pts])
+            if self.cov is not None:
+                zs.append(self.cov[j, pts])
+        max_lead = min(c.max_lead, T - 1 - i)
+        leads = rng.integers(1, max_lead + 1, size=c.max_targets)
+        pts = region[rng.integers(len(region), size=c.max_targets)]
+        frames = i + leads
+        yt = self.values[e, frames, pts]
+        ok = np.isfinite(yt)
+        frames, pts, yt = frames[ok], pts[ok], yt[ok]
+        xt = np.concatenate([self.window.xy[pts], self.window.t[frames][:, None]], 1)
+        zt = None if self.cov is None else self.cov[frames, pts]
+        return self._task(np.concatenate(xs), np.concatenate(ys), np.concatenate(zs) if zs else None, xt, yt, zt)
+
+    def _task(self, xc, yc, zc, xt, yt, zt) -> Task:
+        shift, scale = self.norm.standardise(yc)
+        return Task(xc=xc, yc=((yc - shift) / scale)[:, None], xt=xt, zc=zc, zt=zt,
+                    yt=((yt - shift) / scale)[:, None], shift=shift, scale=scale)

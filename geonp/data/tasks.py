@@ -1,0 +1,176 @@
+"""Windows of data → context/target tasks (numpy only, no torch).
+
+A :class:`Window` is a block of frames ``[T, P]`` (time × flattened space points) with every
+point's model-space coordinates. Tasks built from it are what the models predict:
+
+* **infill** – one task per target frame ``i``: the context is every finite value of frames
+  ``j`` with ``|t_j − t_i| ≤ half_window`` (model time units), the targets are the requested
+  points of frame ``i``;
+* **forecast** – one task per initial frame ``i``: the context is every finite value of frames
+  ``i − window + 1 … i``, the targets are the requested points at each lead.
+
+Values are standardised per task by the context (see :class:`geonp.normalise.Normaliser`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmptyContextError
+from ..normalise import Normaliser
+
+__all__ = ["Window", "Task", "infill_tasks", "forecast_tasks"]
+
+
+@dataclass
+class Window:
+    """A block of data in model units.
+
+    Attributes
+    ----------
+    values : ndarray ``[T, P]``
+        Data values (NaN = missing).
+    xy : ndarray ``[P, 2]``
+        Space coordinates in model units.
+    t : ndarray ``[T]``
+        Times in model units.
+    hours : ndarray ``[T]``
+        Absolute times in hours since 1970 (for time covariates).
+    lon : ndarray ``[P]``
+        Longitude in degrees (for local solar time).
+    elevation : ndarray ``[P]`` or None
+        Elevation in metres.
+    """
+
+    values: np.ndarray
+    xy: np.ndarray
+    t: np.ndarray
+    hours: np.ndarray
+    lon: np.ndarray
+    elevation: np.ndarray | None = None
+
+    def covariates(self, norm: Normaliser, hours: np.ndarray | None = None) -> np.ndarray | None:
+        """Covariates ``[T', P, dz]`` at ``hours`` (default: the window's frames)."""
+        return norm.covariate_columns(self.elevation, self.lon, self.hours if hours is None else hours)
+
+
+@dataclass
+class Task:
+    """One prediction problem in model units (values standardised by ``shift``/``scale``)."""
+
+    xc: np.ndarray  # [nc, 3]
+    yc: np.ndarray  # [nc, 1]
+    xt: np.ndarray  # [nt, 3]
+    zc: np.ndarray | None = None  # [nc, dz]
+    zt: np.ndarray | None = None  # [nt, dz]
+    yt: np.ndarray | None = None  # [nt, 1] (training only)
+    shift: float = 0.0
+    scale: float = 1.0
+
+    @property
+    def num_context(self) -> int:
+        return len(self.xc)
+
+    @property
+    def num_targets(self) -> int:
+        return len(self.xt)
+
+
+def _points(xy: np.ndarray, t: float, idx: np.ndarray) -> np.ndarray:
+    return np.concatenate([xy[idx], np.full((len(idx), 1), t)], 1)
+
+
+def _context(window: Window, frames: np.ndarray, cov: np.ndarray | None, exclude: dict | None = None):
+    """Context points, values and covariates of ``frames`` (finite values only)."""
+    xs, ys, zs = [], [], []
+    for j in frames:
+        ok = np.isfinite(window.values[j])
+        if exclude is not None and j in exclude:
+            ok &= ~exclude[j]
+        idx = np.flatnonzero(ok)
+        xs.append(_points(window.xy, window.t[j], idx))
+        ys.append(window.values[j, idx])
+        if cov is not None:
+            zs.append(cov[j, idx])
+    xc = np.concatenate(xs) if xs else np.zeros((0, 3))
+    yc = np.concatenate(ys) if ys else np.zeros(0)
+    zc = np.concatenate(zs) if cov is not None and zs else None
+    return xc, yc, zc
+
+
+def infill_tasks(
+    window: Window,
+    frames,
+    targets: np.ndarray,
+    norm: Normaliser,
+    half_window: float,
+    *,
+    skip_empty: bool = False,
+) -> list[Task | None]:
+    """One infill task per frame index in ``frames``, predicting points ``targets`` of that frame.
+
+    With ``skip_empty=True`` a frame with no observation within ``half_window`` gets ``None``.
+
+    Raises
+    ------
+    EmptyContextError
+        A frame has no observation within ``half_window`` (in model time units).
+    """
+    cov = window.covariates(norm)
+    tasks = []
+    for i in frames:
+        near = np.flatnonzero(np.abs(window.t - window.t[i]) <= half_window + 1e-9)
+        xc, yc, zc = _context(window, near, cov)
+        if len(yc) == 0:
+            if skip_empty:
+                tasks.append(None)
+                continue
+            raise EmptyContextError(
+                f"no observation within {half_window:g} time steps of frame {i} of this window; expected at least "
+                "one. Drop all-missing periods first or use a larger time window (time_window=)."
+            )
+        shift, scale = norm.standardise(yc)
+        tasks.append(Task(
+            xc=xc, yc=((yc - shift) / scale)[:, None], xt=_points(window.xy, window.t[i], targets),
+            zc=zc, zt=None if cov is None else cov[i, targets], shift=shift, scale=scale,
+        ))
+    return tasks
+
+
+def forecast_tasks(
+    window: Window,
+    inits,
+    leads: np.ndarray,
+    lead_hours: np.ndarray,
+    targets: np.ndarray,
+    norm: Normaliser,
+    context_frames: int,
+    *,
+    skip_empty: bool = False,
+) -> list[Task | None]:
+    """One forecast task per frame index in ``inits``: all ``targets`` at every lead.
+
+    ``leads`` are the lead times in model time units, ``lead_hours`` the same in hours (for
+    covariates). Targets are ordered lead-major: ``[lead, point]``.
+    """
+    cov = window.covariates(norm)
+    tasks = []
+    for i in inits:
+        past = np.arange(max(0, i - context_frames + 1), i + 1)
+        xc, yc, zc = _context(window, past, cov)
+        if len(yc) == 0:
+            if skip_empty:
+                tasks.append(None)
+                continue
+            raise EmptyContextError(f"no observation in the {context_frames} frames up to the initial time; "
+                                    "expected at least one. Pick another init_time.")
+        shift, scale = norm.standardise(yc)
+        xt = np.concatenate([_points(window.xy, window.t[i] + lead, targets) for lead in leads])
+        zt = None
+        if cov is not None:
+            zl = window.covariates(norm, window.hours[i] + np.asarray(lead_hours, dtype=np.float64))
+            zt = np.concatenate([zl[k, targets] for k in range(len(leads))])
+        tasks.append(Task(xc=xc, yc=((yc - shift) / scale)[:, None], xt=xt, zc=zc, zt=zt, shift=shift, scale=scale))
+    return tasks

@@ -1,0 +1,171 @@
+"""Train a model on a dataset itself (the body of ``ds.np.fit``).
+
+The data of the variable are read into memory once (at most :data:`MAX_VALUES` values; longer
+records are thinned to evenly spaced blocks of frames), tasks are drawn by
+:class:`geonp.data.TaskSampler`, and :func:`geonp.train.train` does the optimisation. By
+default a model with shipped weights starts from them (covariate inputs start at zero, so
+training starts exactly from the shipped model) and adapts to the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+
+from . import geo
+from .chunked import build_problem
+from .data import SamplerConfig, TaskSampler, Window
+from .errors import NoDataError
+from .inference import collate, resolve_device
+from .model import DEFAULT_SETTINGS, Model
+from .models import Batch, NeuralProcess, build_model
+from .normalise import Normaliser
+from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
+from .train import TrainConfig, train
+
+__all__ = ["fit_model", "TaskSource", "MAX_VALUES"]
+
+#: values of the variable read into memory for training
+MAX_VALUES = 50_000_000
+
+
+class TaskSource:
+    """Adapter: ``sample(batch_size, generator) -> Batch`` over a :class:`TaskSampler`."""
+
+    def __init__(self, sampler: TaskSampler) -> None:
+        self.sampler = sampler
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        rng = np.random.default_rng(seed)
+        tasks = []
+        while len(tasks) < batch_size:
+            task = self.sampler.sample(rng)
+            if task.num_targets > 0 and task.num_context > 0:
+                tasks.append(task)
+        return collate(tasks, with_targets=True).to(dtype=torch.float32)
+
+
+def _frames_to_keep(T: int, P: int, E: int) -> np.ndarray:
+    budget = max(1, MAX_VALUES // max(1, P * E))
+    if T <= budget:
+        return np.arange(T)
+    blocks = max(1, budget // 64)
+    starts = np.linspace(0, T - 64, blocks).astype(int)
+    return np.unique(np.concatenate([np.arange(s, s + 64) for s in starts]))
+
+
+def _init_from(net: NeuralProcess, source: NeuralProcess) -> int:
+    """Copy every matching weight of ``source`` into ``net``; wider input layers get zero columns.
+
+    Returns the number of tensors copied.
+    """
+    own = net.state_dict()
+    copied = 0
+    with torch.no_grad():
+        for k, v in source.state_dict().items():
+            if k not in own:
+                continue
+            w = own[k]
+            if w.shape == v.shape:
+                w.copy_(v)
+                copied += 1
+            elif w.ndim == 2 and w.shape[0] == v.shape[0] and w.shape[1] > v.shape[1]:
+                w.zero_()  # extra input columns (covariates) start switched off
+                w[:, : v.shape[1]].copy_(v)
+                copied += 1
+    return copied
+
+
+def fit_model(
+    ds: xr.Dataset,
+    layout: geo.Layout,
+    *,
+    model: str,
+    task: str,
+    max_time: float | None,
+    steps: int | None,
+    seed: int,
+    covariates: tuple[str, ...],
+    preset: str = "small",
+    pretrained: bool = True,
+    device: str = "auto",
+    progress: bool = True,
+    **train_options: Any,
+) -> Model:
+    """Fit ``model`` on ``layout.var`` of ``ds``; see :func:`geonp.api.fit`."""
+    name = str(model).lower().replace("_", "-")
+    times = ds[layout.time].values if layout.time is not None else None
+    step = geo.time_step_hours(times) if times is not None else 1.0
+    # scales: fixed from the training data and saved with the model
+    probe = build_problem(ds, layout, Normaliser(time_unit_hours=step), observed_fraction=1.0)
+    data = probe.data
+    E = int(np.prod(probe.extra_shape))
+    T, P = data.shape[len(probe.extra_shape)], probe.source.size
+    keep = _frames_to_keep(T, P, E)
+    values = np.asarray(data[..., keep, :, :] if probe.source.is_grid else data[..., keep, :], dtype=np.float64)
+    values = values.reshape(E, len(keep), P)
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise NoDataError(f"every value of {layout.var!r} is missing; there is nothing to train on.")
+    obs_fraction = float(finite.mean())
+    elev = probe.source.elevation
+    norm = Normaliser(
+        time_unit_hours=step,
+        covariates=covariates,
+        elevation_mean=float(np.nanmean(elev)) if elev is not None else 0.0,
+        elevation_std=float(np.nanstd(elev)) if elev is not None and np.nanstd(elev) > 0 else 1.0,
+        value_mean=float(np.nanmean(values)),
+        value_std=float(np.nanstd(values)) or 1.0,
+        value_std_floor=1e-3 * (float(np.nanstd(values)) or 1.0),
+    )
+    problem = build_problem(ds, layout, norm, observed_fraction=obs_fraction)
+    norm = Normaliser(**{**norm.to_dict(), "covariates": covariates, "space_unit_km": problem.unit_km})
+    window = _window(problem, keep, norm)
+    settings = dict(DEFAULT_SETTINGS)
+    sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],
+                          max_lead=6)
+    sampler = TaskSampler(values, window, norm, time_unit_per_frame=1.0, config=sconf)
+
+    overrides = OVERRIDES.get(name, {})
+    net = build_model(name, preset=preset, space_dims=2, time_dims=1, covariate_dims=norm.covariate_dims,
+                      **overrides)
+    source = "fitted"
+    if pretrained and name in PRETRAINED and preset == "small":
+        _init_from(net, load_pretrained(name))
+        source = f"fitted from pretrained:{name}"
+    dev = resolve_device(device)
+    torch.manual_seed(seed)
+    config = TrainConfig(steps=steps, max_time=max_time, seed=seed, progress=progress,
+                         lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),
+                         warmup_steps=train_options.pop("warmup_steps", 50),
+                         val_every=train_options.pop("val_every", 200), val_batches=train_options.pop("val_batches", 4),
+                         **train_options)
+    data = TaskSource(sampler)
+    result = train(net.to(dev), data, config, val_data=data)
+    net = net.cpu().eval()
+    record = {
+        "task": task, "variable": layout.var, "steps": int(result.steps),
+        "wall_seconds": float(result.wall_seconds), "cpu_seconds": float(result.cpu_seconds),
+        "final_loss": float(result.history[-1]["loss"]) if result.history else None,
+        "best_val_loss": result.best_val,
+        "frames": int(len(keep)), "points": int(P), "observed_fraction": obs_fraction, "seed": seed,
+        "source": source,
+    }
+    return Model(net, norm, name=name, task=task, variables=(layout.var,), crs_wkt=layout.crs_wkt,
+                 settings=settings, source=source, metadata=record)
+
+
+def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:
+    src = problem.source
+    if src.km is None:
+        from .geo import Frame
+
+        km = Frame("aeqd", *geo.centre_of(src.lon, src.lat)).to_km(src.lon, src.lat)
+    else:
+        km = src.km
+    return Window(values=np.zeros((len(keep), 0)), xy=km / problem.unit_km, t=problem.t_units[keep],
+                  hours=problem.hours[keep], lon=src.lon, elevation=src.elevation)

@@ -1,0 +1,211 @@
+"""The per-chunk prediction body: tasks (numpy) → padded batches → model → mean/std (numpy).
+
+This is the only place where the xarray side meets torch. It is called inside dask tasks, so
+the model travels as a plain :class:`ModelPayload` (name, config and weights as numpy arrays)
+and is rebuilt once per worker process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data.tasks import Task, Window, forecast_tasks, infill_tasks
+from .errors import ConfigError
+from .models import Batch, NeuralProcess, model_from_config
+from .normalise import Normaliser
+
+__all__ = [
+    "ModelPayload", "collate", "predict_tasks", "resolve_device", "net_from_payload", "infill_block", "forecast_block",
+]
+
+#: padded context × tasks per forward pass (bounds memory; results do not depend on it)
+MAX_BATCH_POINTS = 1 << 15
+
+
+@dataclass(frozen=True)
+class ModelPayload:
+    """A model as plain data, cheap to send to dask workers."""
+
+    name: str
+    config: dict
+    state: dict  # parameter name -> numpy array
+    digest: str
+
+    @classmethod
+    def from_net(cls, net: NeuralProcess) -> ModelPayload:
+        """Capture ``net``'s architecture and weights."""
+        state = {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
+        h = hashlib.sha256(net.name.encode())
+        for k in sorted(state):
+            h.update(k.encode())
+            h.update(np.ascontiguousarray(state[k]).tobytes())
+        return cls(net.name, net.config.to_dict(), state, h.hexdigest())
+
+    def __dask_tokenize__(self):
+        return ("geonp.ModelPayload", self.digest)
+
+
+_CACHE: dict[tuple[str, str], NeuralProcess] = {}
+_LOCK = threading.Lock()
+
+
+def net_from_payload(payload: ModelPayload, device: torch.device) -> NeuralProcess:
+    """The model of ``payload`` on ``device``, built once per process and device."""
+    key = (payload.digest, str(device))
+    with _LOCK:
+        net = _CACHE.get(key)
+        if net is None:
+            net = model_from_config(payload.name, payload.config)
+            net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in payload.state.items()})
+            net = net.to(device).eval()
+            if len(_CACHE) > 8:
+                _CACHE.clear()
+            _CACHE[key] = net
+    return net
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU; anything else as torch reads it."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"device={device!r} is not a device torch knows; expected 'auto', 'cpu' or 'cuda'.") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device='cuda' was asked for but no CUDA GPU is available; use device='auto' or 'cpu'.")
+    return dev
+
+
+def _pad(arrays: Sequence[np.ndarray | None], n: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Stack ``[n_i, d]`` arrays into ``[b, n, d]`` (zero padding) and a ``[b, n]`` mask."""
+    mask = torch.zeros(len(arrays), n, dtype=torch.bool)
+    if arrays[0] is None:
+        return None, mask
+    d = arrays[0].shape[1]
+    out = np.zeros((len(arrays), n, d), dtype=np.float64)
+    for i, a in enumerate(arrays):
+        out[i, : len(a)] = a
+        mask[i, : len(a)] = True
+    return torch.from_numpy(out), mask
+
+
+def collate(tasks: Sequence[Task], *, with_targets: bool = False) -> Batch:
+    """Pad ``tasks`` into one :class:`~geonp.models.Batch` (float64; the model casts)."""
+    nc = max(t.num_context for t in tasks)
+    nt = max(t.num_targets for t in tasks)
+    xc, mc = _pad([t.xc for t in tasks], nc)
+    yc, _ = _pad([t.yc for t in tasks], nc)
+    xt, mt = _pad([t.xt for t in tasks], nt)
+    zc, _ = _pad([t.zc for t in tasks], nc)
+    zt, _ = _pad([t.zt for t in tasks], nt)
+    yt = _pad([t.yt for t in tasks], nt)[0] if with_targets else None
+    full_c, full_t = bool(mc.all()), bool(mt.all())
+    return Batch(xc=xc, yc=yc, xt=xt, yt=yt, zc=zc, zt=zt, mc=None if full_c else mc, mt=None if full_t else mt)
+
+
+def _groups(tasks: Sequence[Task], batch_size: int) -> list[list[int]]:
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i].num_context, tasks[i].num_targets))
+    groups, current = [], []
+    for i in order:
+        n = max([tasks[j].num_context for j in current] + [tasks[i].num_context])
+        if current and (len(current) >= batch_size or n * (len(current) + 1) > MAX_BATCH_POINTS):
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    return groups
+
+
+@torch.no_grad()
+def predict_tasks(
+    net: NeuralProcess,
+    tasks: Sequence[Task],
+    *,
+    device: torch.device | str = "cpu",
+    batch_size: int = 8,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Predictive mean and std of every task's targets, in data units (float64).
+
+    Tasks of similar size are padded together, at most ``batch_size`` per forward pass.
+    Each target depends only on its own task, so the grouping never changes the result
+    beyond float rounding.
+    """
+    device = torch.device(device)
+    out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(tasks)
+    for group in _groups(tasks, batch_size):
+        batch = collate([tasks[i] for i in group]).to(device)
+        pred = net(batch)
+        loc = pred.loc[..., 0].double().cpu().numpy()
+        scale = pred.scale[..., 0].double().cpu().numpy()
+        for row, i in enumerate(group):
+            t, n = tasks[i], tasks[i].num_targets
+            out[i] = (loc[row, :n] * t.scale + t.shift, scale[row, :n] * t.scale)
+    return out  # type: ignore[return-value]
+
+
+def _threads(n: int | None) -> None:
+    if n is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
+def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
+    """The context window plus the target points (appended with NaN values, so never context)."""
+    tw = values.shape[0]
+    v = np.asarray(values, dtype=np.float64).reshape(tw, -1)
+    n_ctx, n_tgt = v.shape[1], len(meta["tgt_xy"])
+    allv = np.concatenate([v, np.full((tw, n_tgt), np.nan)], 1)
+
+    def cat(a, b):
+        return None if a is None or b is None else np.concatenate([a, b])
+
+    window = Window(
+        values=allv, xy=np.concatenate([meta["ctx_xy"], meta["tgt_xy"]]), t=meta["t"], hours=meta["hours"],
+        lon=np.concatenate([meta["ctx_lon"], meta["tgt_lon"]]), elevation=cat(meta["ctx_elev"], meta["tgt_elev"]),
+    )
+    return window, np.arange(n_ctx, n_ctx + n_tgt)
+
+
+def _fill(tasks, preds_of, n_out: int, n_tgt: int) -> np.ndarray:
+    out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)
+    real = [i for i, t in enumerate(tasks) if t is not None]
+    preds = preds_of([tasks[i] for i in real])
+    for i, (mean, std) in zip(real, preds):
+        out[0, i], out[1, i] = mean.reshape(n_tgt), std.reshape(n_tgt)
+    return out
+
+
+def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
+    """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
+    _threads(meta.get("threads"))
+    device = torch.device(meta["device"])
+    net = net_from_payload(payload, device)
+    norm = Normaliser.from_dict(meta["norm"])
+    window, targets = _window(values, meta)
+    tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
+    out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
+                len(meta["frames"]), len(targets))
+    return out.reshape(2, len(meta["frames"]), *meta["tile_shape"])
+
+
+def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
+    """Predict one output block of a forecast: ``[2, inits, leads, target points]`` (float32)."""
+    _threads(meta.get("threads"))
+    device = torch.device(meta["device"])
+    net = net_from_payload(payload, device)
+    norm = Normaliser.from_dict(meta["norm"])
+    window, targets = _window(values, meta)
+    leads = np.asarray(meta["leads"])
+    tasks = forecast_tasks(window, meta["frames"], leads, meta["lead_hours"], targets, norm,
+                           meta["context_frames"], skip_empty=True)
+    n_tgt = len(targets) * len(leads)
+    out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
+                len(meta["frames"]), n_tgt)
+    return out.reshape(2, len(meta["frames"]), len(leads), *meta["tile_shape"])

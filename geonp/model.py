@@ -1,0 +1,201 @@
+"""``geonp.Model``: a network together with everything needed to apply it to data.
+
+A :class:`Model` carries the network, its :class:`~geonp.normalise.Normaliser` (scales and
+covariates), the variables, covariates and CRS it was trained on, and the window settings of
+prediction. ``model.save(path)`` writes a safe checkpoint (no code runs when it is loaded);
+:func:`load_model` reads it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyproj
+
+from .checkpoint import read_checkpoint, save_model
+from .checkpoint import load_model as _load_net
+from .errors import CheckpointNotFoundError, ModelMismatchError, UnknownOptionError, VariableTypeError
+from .models import NeuralProcess, model_names
+from .normalise import Normaliser
+
+__all__ = ["Model", "load_model", "resolve_model", "DEFAULT_SETTINGS"]
+
+#: prediction windows (frames / model units) used unless a model says otherwise
+DEFAULT_SETTINGS = {
+    "half_window": 3,  # infill: frames each side of the target frame used as context
+    "context_frames": 4,  # forecast: frames up to the initial time used as context
+    "halo": 8.0,  # space halo around each output chunk, in model space units
+}
+
+
+@dataclass
+class Model:
+    """A network ready to be applied to xarray data.
+
+    Attributes
+    ----------
+    net : NeuralProcess
+        The torch model.
+    normaliser : Normaliser
+        Scales and covariates.
+    name : str
+        Model name (``"bsa-tnp"``, ...).
+    task : str
+        ``"infill"``, ``"forecast"`` or ``"any"`` (the shipped weights do both).
+    variables : tuple of str
+        Variables it was trained on (empty: any variable, as for the shipped weights).
+    crs_wkt : str or None
+        CRS of the training data's coordinates (``None``: any).
+    settings : dict
+        Prediction windows, see :data:`DEFAULT_SETTINGS`.
+    source : str
+        Where it came from: ``"pretrained:<name>"``, ``"fitted"`` or a file path.
+    metadata : dict
+        Training record (steps, losses, data description).
+    """
+
+    net: NeuralProcess
+    normaliser: Normaliser = field(default_factory=Normaliser)
+    name: str = ""
+    task: str = "any"
+    variables: tuple[str, ...] = ()
+    crs_wkt: str | None = None
+    settings: dict = field(default_factory=lambda: dict(DEFAULT_SETTINGS))
+    source: str = ""
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = self.net.name
+        self.settings = {**DEFAULT_SETTINGS, **self.settings}
+
+    def __repr__(self) -> str:
+        vars_ = ", ".join(self.variables) or "any variable"
+        cov = ", ".join(self.normaliser.covariates) or "none"
+        return (f"<geonp.Model {self.name} ({self.net.num_parameters():,} parameters), task={self.task}, "
+                f"variables: {vars_}, covariates: {cov}, source: {self.source or 'in memory'}>")
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the weights (recorded in output provenance)."""
+        h = hashlib.sha256(self.name.encode())
+        for k, v in sorted(self.net.state_dict().items()):
+            h.update(k.encode())
+            h.update(v.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the network, as plain data."""
+        return {
+            "normaliser": self.normaliser.to_dict(), "name": self.name, "task": self.task,
+            "variables": list(self.variables), "crs_wkt": self.crs_wkt, "settings": dict(self.settings),
+            "source": self.source,
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the model to ``path`` (a safe checkpoint; replaced atomically)."""
+        return save_model(self.net, path, metadata={"geonp_model": self.to_dict(), "training": self.metadata})
+
+    @classmethod
+    def pretrained(cls, name: str = "bsa-tnp") -> Model:
+        """The shipped weights of ``name``: zero-shot, any variable, units taken from the data."""
+        from .pretrained import load_pretrained
+
+        return cls(load_pretrained(name), Normaliser(), name=name, task="any", source=f"pretrained:{name}")
+
+    def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool) -> None:
+        """Refuse data this model was not trained for.
+
+        Raises
+        ------
+        ModelMismatchError
+            Another variable, a missing covariate, or another projected CRS.
+        """
+        if self.variables and var not in self.variables:
+            raise ModelMismatchError(
+                f"this model was trained on {list(self.variables)} but was given {var!r}; pass var= with one of "
+                f"those, fit a new model on {var!r}, or use a shipped model (model='bsa-tnp')."
+            )
+        cov = self.normaliser.covariates
+        if "elevation" in cov and not has_elevation:
+            raise ModelMismatchError(
+                "this model was trained with elevation as a covariate but the data have none; add an elevation "
+                "coordinate (or pass covariates=) or fit a model without it (covariates=[])."
+            )
+        if ("hour" in cov or "doy" in cov) and not has_time:
+            raise ModelMismatchError("this model uses time-of-day/day-of-year covariates but the data have no time "
+                                     "axis; fit a model on data without time.")
+        if self.crs_wkt is not None:
+            trained = pyproj.CRS.from_wkt(self.crs_wkt)
+            if not trained.is_geographic and not crs.equals(trained, ignore_axis_order=True):
+                raise ModelMismatchError(
+                    f"this model was trained on coordinates in {trained.name!r} but the data are in {crs.name!r}; "
+                    "reproject the data (ds.rio.reproject) or fit a model on them."
+                )
+
+
+def load_model(path: str | os.PathLike) -> Model:
+    """Read a model written by :meth:`Model.save` (or any geonp checkpoint), never executing code.
+
+    Raises
+    ------
+    CheckpointNotFoundError
+        No file at ``path``.
+    CheckpointError
+        Corrupt, of a newer version, or not a geonp checkpoint.
+    """
+    payload = read_checkpoint(path)
+    net = _load_net(path)
+    info = (payload.get("metadata") or {}).get("geonp_model")
+    if not info:  # a bare network checkpoint: use it like the shipped weights
+        return Model(net, Normaliser(), name=payload["model"], task="any", source=str(path))
+    return Model(
+        net, Normaliser.from_dict(info["normaliser"]), name=info["name"], task=info["task"],
+        variables=tuple(info["variables"]), crs_wkt=info["crs_wkt"], settings=dict(info["settings"]),
+        source=str(path), metadata=(payload.get("metadata") or {}).get("training") or {},
+    )
+
+
+def resolve_model(model: str | os.PathLike | Model) -> Model:
+    """A :class:`Model` from a name (shipped weights), a path, or a model.
+
+    Raises
+    ------
+    UnknownOptionError
+        A name with no shipped weights that is not a file either.
+    """
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, NeuralProcess):
+        return Model(model, Normaliser(), source="in memory")
+    if not isinstance(model, (str, os.PathLike)):
+        raise VariableTypeError(f"model= got a {type(model).__name__}; expected a model name such as 'bsa-tnp', a "
+                                "geonp.Model, or the path of a saved model.")
+    from .pretrained import PRETRAINED
+
+    key = str(model).lower().replace("_", "-")
+    if key in PRETRAINED:
+        return Model.pretrained(key)
+    path = Path(model)
+    if path.exists():
+        return load_model(path)
+    if key in model_names():
+        raise UnknownOptionError(
+            f"no shipped weights for {key!r} (shipped: {sorted(PRETRAINED)}); fit it on your data first: "
+            f"m = ds.np.fit(model={key!r}); ds.np.infill(model=m)."
+        )
+    if any(sep in str(model) for sep in ("/", os.sep, ".")):
+        raise CheckpointNotFoundError(f"no model file at {str(model)!r}; check the path, or use a shipped model "
+                                      f"name: {sorted(PRETRAINED)}.")
+    raise UnknownOptionError(f"unknown model {str(model)!r}; expected one of {sorted(PRETRAINED)} (shipped weights), "
+                             f"{sorted(set(model_names()) - set(PRETRAINED))} (fit first), a geonp.Model or a path.")
+
+
+def with_settings(model: Model, **settings: Any) -> Model:
+    """A shallow copy of ``model`` with some prediction settings replaced (``None`` values ignored)."""
+    new = {k: v for k, v in settings.items() if v is not None}
+    return replace(model, settings={**model.settings, **new}) if new else model

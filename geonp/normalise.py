@@ -1,0 +1,165 @@
+"""Scales between data units and model units, saved with fitted models.
+
+* **space**: one model unit is ``space_unit_km`` km. The shipped weights expect the typical
+  spacing of the context, ``sqrt(area / observed points per frame)``; a fitted model keeps the
+  unit it was trained with.
+* **time**: one model unit is ``time_unit_hours`` hours (the data's own time step).
+* **values**: standardised per task by the context mean and standard deviation (as the shipped
+  weights were trained), with a floor on the standard deviation from the training data.
+* **covariates**: elevation standardised by its training mean and standard deviation; hour of
+  day (local solar time) and day of year as sine/cosine pairs.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from .errors import ConfigError, UnknownOptionError
+
+__all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "station_spacing_km", "context_spacing_km"]
+
+#: covariate name -> number of model columns
+COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
+
+
+def covariate_dims(names) -> int:
+    """Model columns used by covariates ``names``."""
+    for n in names:
+        if n not in COVARIATES:
+            raise UnknownOptionError(f"unknown covariate {n!r}; expected some of {tuple(COVARIATES)}.")
+    return sum(COVARIATES[n] for n in names)
+
+
+@dataclass(frozen=True)
+class Normaliser:
+    """Data ↔ model scales.
+
+    Parameters
+    ----------
+    space_unit_km : float or None
+        km per model unit of space; ``None`` means "the context spacing of the data at hand"
+        (the shipped weights' convention).
+    time_unit_hours : float or None
+        Hours per model unit of time; ``None`` means "the data's own time step".
+    value_std_floor : float
+        Smallest standard deviation used to standardise a task's values (data units).
+    covariates : tuple of str
+        Covariates fed to the model, in order (see :data:`COVARIATES`).
+    elevation_mean, elevation_std : float
+        Standardisation of elevation in metres.
+    value_mean, value_std : float
+        Mean and standard deviation of the training data (recorded, and used for the floor).
+    """
+
+    space_unit_km: float | None = None
+    time_unit_hours: float | None = None
+    value_std_floor: float = 1e-6
+    covariates: tuple[str, ...] = ()
+    elevation_mean: float = 0.0
+    elevation_std: float = 1.0
+    value_mean: float = 0.0
+    value_std: float = 1.0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        covariate_dims(self.covariates)
+        for name in ("space_unit_km", "time_unit_hours"):
+            v = getattr(self, name)
+            if v is not None and not (np.isfinite(v) and v > 0):
+                raise ConfigError(f"{name} must be a positive number or None, got {v!r}.")
+        if not self.elevation_std > 0:
+            raise ConfigError(f"elevation_std must be > 0, got {self.elevation_std}.")
+
+    @property
+    def covariate_dims(self) -> int:
+        """Model columns of the covariates."""
+        return covariate_dims(self.covariates)
+
+    def to_dict(self) -> dict:
+        """Plain-data form (saved with the model)."""
+        d = asdict(self)
+        d["covariates"] = list(self.covariates)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Normaliser:
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"unknown Normaliser fields {unknown}; expected some of {sorted(names)}.")
+        data = dict(data)
+        data["covariates"] = tuple(data.get("covariates", ()))
+        return cls(**data)
+
+    def standardise(self, yc: np.ndarray) -> tuple[float, float]:
+        """Shift and scale of one task's values: the context mean and std (floored)."""
+        yc = np.asarray(yc, dtype=np.float64)
+        if yc.size == 0:
+            return 0.0, 1.0
+        shift = float(yc.mean())
+        scale = float(yc.std()) if yc.size > 1 else 0.0
+        floor = max(self.value_std_floor, 1e-6 * max(abs(shift), 1.0))
+        return shift, max(scale, floor)
+
+    def covariate_columns(self, elevation_m: np.ndarray | None, lon_deg: np.ndarray, hours: np.ndarray) -> np.ndarray | None:
+        """Covariates ``[T, P, covariate_dims]`` for times ``hours`` ``[T]`` (hours since 1970) and points ``[P]``."""
+        if not self.covariates:
+            return None
+        hours = np.asarray(hours, dtype=np.float64)
+        lon = np.asarray(lon_deg, dtype=np.float64)
+        T, P = len(hours), len(lon)
+        cols = []
+        for name in self.covariates:
+            if name == "elevation":
+                if elevation_m is None:
+                    raise ConfigError("the model uses elevation but the data have none; pass covariates= or an "
+                                      "elevation coordinate.")
+                e = (np.asarray(elevation_m, dtype=np.float64) - self.elevation_mean) / self.elevation_std
+                cols.append(np.broadcast_to(e[None, :, None], (T, P, 1)))
+            elif name == "hour":
+                solar = (hours[:, None] + lon[None, :] / 15.0) % 24.0  # local solar time
+                a = 2 * np.pi * solar / 24.0
+                cols.append(np.stack([np.sin(a), np.cos(a)], -1))
+            elif name == "doy":
+                days = hours / 24.0
+                a = 2 * np.pi * ((days % 365.2425) / 365.2425)
+                cols.append(np.broadcast_to(np.stack([np.sin(a), np.cos(a)], -1)[:, None, :], (T, P, 2)))
+        return np.concatenate(cols, -1)
+
+
+def grid_spacing_km(xy_km: np.ndarray, shape: tuple[int, int]) -> float:
+    """Geometric mean of the median neighbour distances along both grid axes, in km."""
+    g = xy_km.reshape(*shape, 2)
+    steps = []
+    for axis in (0, 1):
+        if shape[axis] > 1:
+            d = np.linalg.norm(np.diff(g, axis=axis), axis=-1)
+            steps.append(float(np.median(d)))
+    if not steps:
+        return 1.0
+    if len(steps) == 1:
+        return steps[0]
+    return float(np.sqrt(steps[0] * steps[1]))
+
+
+def station_spacing_km(xy_km: np.ndarray) -> float:
+    """Typical spacing of scattered points: ``sqrt(bounding-box area / points)``, in km."""
+    xy = np.asarray(xy_km, dtype=np.float64)
+    if len(xy) < 2:
+        return 1.0
+    span = xy.max(0) - xy.min(0)
+    area = float(np.prod(np.maximum(span, 1e-9)))
+    if min(span) < 1e-6 * max(max(span), 1e-9):  # points on a line
+        area = float(max(span)) ** 2 / len(xy)
+    return float(np.sqrt(area / len(xy)))
+
+
+def context_spacing_km(point_spacing_km: float, observed_fraction: float) -> float:
+    """Spacing of the observed points when ``observed_fraction`` of the points are observed per frame."""
+    f = float(np.clip(observed_fraction, 1e-6, 1.0))
+    return float(point_spacing_km / np.sqrt(f))
