@@ -1,0 +1,388 @@
+"""Write a Dataset to a Zarr store safely: never half-written, resumable, chunked like the computation.
+
+:func:`to_zarr` writes into a sibling store ``<path>.partial`` and renames it to ``path`` only when
+everything is written. It first writes the metadata (and the small in-memory variables), then the
+dask-backed data one region at a time (one dask chunk along the first chunked dimension), recording each
+finished region in the partial store's group attributes (``.zattrs``). Running the same write again after an
+interruption finds that file, checks that it describes the same dataset (variables, dims, shapes,
+chunks, dtypes, index coordinates) and writes only the regions still missing.
+
+The store is Zarr format 2 with consolidated metadata (``.zmetadata``). Why format 2: with zarr-python 3
+both formats read back with ``xarray.open_zarr(path, decode_coords="all")`` and ``.rio.crs``, but
+consolidated metadata is part of the format-2 specification only (zarr-python warns that format 3's is
+not, and other readers may ignore it), and format 2 is also readable by zarr-python 2 (``zarr>=2.16`` is
+geonp's floor), GDAL and older xarray, so the store works everywhere.
+"""
+
+from __future__ import annotations
+
+import pyproj  # noqa: F401  isort: skip  (before anything can load eccodes; see geonp/__init__.py)
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from ..errors import OutputExistsError
+from .crs import read_crs
+
+__all__ = ["to_zarr"]
+
+ZARR_FORMAT = 2  # see the module docstring
+# zarr-python 2 (and the xarray versions that go with it) know only format 2 and take no zarr_format argument
+_FORMAT_KWARGS = {"zarr_format": ZARR_FORMAT} if int(zarr.__version__.split(".")[0]) >= 3 else {}
+CONVENTIONS = "CF-1.8"
+PROGRESS_ATTR = "_geonp_write_progress"  # in the partial store's .zattrs
+PARTIAL_SUFFIX = ".partial"
+TARGET_CHUNK_BYTES = 16 * 2**20  # chunks for in-memory variables: about 16 MiB, whole along all but the first dim
+
+# encoding keys worth keeping from a source file; everything else (chunks, preferred_chunks, compressors,
+# filters, NetCDF zlib/contiguous/chunksizes, GRIB/rasterio source keys, ...) would clash with Zarr or is stale
+_KEEP_ENCODING = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar",
+                  "grid_mapping", "_Unsigned")
+
+
+@dataclass
+class _Plan:
+    """What to write after the metadata: the steps, keyed by a stable name."""
+
+    region_dim: Hashable | None
+    regions: list[tuple[int, int]]  # [start, stop) along region_dim, one per dask chunk
+    region_vars: list[Hashable]  # dask-backed data variables along region_dim
+    static_vars: list[Hashable]  # dask-backed data variables without region_dim
+
+    def keys(self) -> list[str]:
+        keys = [f"region:{start}:{stop}" for start, stop in self.regions]
+        return keys + (["static"] if self.static_vars else [])
+
+
+def to_zarr(
+    ds: xr.Dataset | xr.DataArray,
+    path: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    attrs: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    history: str | None = None,
+) -> Path:
+    """Write ``ds`` to a Zarr store at ``path``: atomically, resumably, with provenance.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or xarray.DataArray
+        The data. Dask-backed variables are computed region by region with the active dask scheduler
+        (a ``dask.distributed`` Client works); numeric in-memory variables are chunked first.
+    path : str or os.PathLike
+        The store to create (a directory, conventionally ending in ``.zarr``).
+    overwrite : bool, default False
+        Replace an existing ``path``. The old store is removed only once the new one is complete.
+    attrs : Mapping, optional
+        Provenance to add to the global attributes (geonp version, model name, checkpoint hash, ...).
+    progress : bool, default True
+        Show a progress bar of the regions on stderr.
+    history : str, optional
+        What was done, for the line appended to the ``history`` attribute; default ``"wrote <name>"``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputExistsError
+        If ``path`` exists and ``overwrite`` is False.
+    """
+    path = Path(path).expanduser()
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise OutputExistsError(
+            f"{str(path)!r} exists; expected a new output path; pass overwrite=True (CLI: --overwrite) or choose "
+            "another path"
+        )
+    if isinstance(ds, xr.DataArray):
+        ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
+    prepared, region_dim = _prepare(ds, attrs, history or f"wrote {path.name}")
+    plan = _plan(prepared, region_dim)
+    partial = path.with_name(path.name + PARTIAL_SUFFIX)
+    fingerprint = _fingerprint(prepared, plan)
+    done = _resume(partial, fingerprint)
+    if done is None:
+        _start(prepared, partial, fingerprint)
+        done = []
+    _write_steps(prepared, plan, partial, fingerprint, done, progress)
+    _finish(prepared, partial, path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------ prepare
+
+
+def _geonp_version() -> str:
+    """Return the installed geonp version, or a placeholder when running from a source tree."""
+    try:
+        return version("geonp")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def _attr_value(value: Any) -> Any:
+    """Make an attribute value JSON-serialisable (numbers, strings, lists); anything else becomes its string."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_attr_value(v) for v in value]
+    return str(value)
+
+
+def _global_attrs(existing: Mapping[str, Any], attrs: Mapping[str, Any] | None, history: str) -> dict:
+    """Global attributes with ``Conventions``, the caller's provenance and a new ``history`` line."""
+    out = {str(k): _attr_value(v) for k, v in existing.items()}
+    out.setdefault("Conventions", CONVENTIONS)
+    out.update({str(k): _attr_value(v) for k, v in (attrs or {}).items()})
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    line = f"{stamp} geonp {_geonp_version()}: {history}"
+    previous = str(out.get("history", "")).rstrip("\n")
+    out["history"] = f"{previous}\n{line}" if previous else line
+    return out
+
+
+def _clean_encoding(encoding: Mapping[str, Any]) -> dict:
+    """Keep only the CF encoding keys that carry meaning into a new Zarr store."""
+    return {k: v for k, v in encoding.items() if k in _KEEP_ENCODING}
+
+
+def _regular_size(chunks: tuple[int, ...]) -> int:
+    """Return the Zarr chunk length for dask chunks: theirs if equal but a smaller last one, else the largest."""
+    regular = all(c == chunks[0] for c in chunks[:-1]) and chunks[-1] <= chunks[0]
+    return chunks[0] if regular else max(chunks)
+
+
+def _dim_chunks(ds: xr.Dataset) -> dict[Hashable, int]:
+    """Return a chunk length per dimension, from the first dask-backed data variable that chunks it."""
+    out: dict[Hashable, int] = {}
+    for var in ds.data_vars.values():
+        if var.chunks is not None:
+            for dim, chunks in var.variable.chunksizes.items():
+                out.setdefault(dim, _regular_size(chunks))
+    return out
+
+
+def _leading_chunk(var: xr.Variable, sizes: Mapping[Hashable, int]) -> int:
+    """Chunk length along the first dimension so that a chunk, whole along the others, is about 16 MiB."""
+    other = math.prod(sizes[d] for d in var.dims[1:])
+    return max(1, min(var.shape[0], TARGET_CHUNK_BYTES // max(1, other * var.dtype.itemsize)))
+
+
+def _chunk_in_memory(ds: xr.Dataset) -> xr.Dataset:
+    """Turn numeric in-memory data variables into dask arrays, on the chunk grid of the dask variables."""
+    dim_chunks = _dim_chunks(ds)
+    for name, var in ds.data_vars.items():
+        if var.chunks is not None or var.ndim == 0 or var.dtype.kind not in "biufc":
+            continue
+        for index, dim in enumerate(var.dims):
+            if dim not in dim_chunks:
+                dim_chunks[dim] = _leading_chunk(var.variable, ds.sizes) if index == 0 else ds.sizes[dim]
+        ds[name] = var.chunk({d: dim_chunks[d] for d in var.dims})
+    return ds
+
+
+def _load_small(ds: xr.Dataset) -> xr.Dataset:
+    """Compute dask-backed coordinates and scalar data variables: they are written with the metadata."""
+    coords = {n: v.variable.compute() for n, v in ds.coords.items() if v.chunks is not None}
+    scalars = {n: v.compute() for n, v in ds.data_vars.items() if v.chunks is not None and v.ndim == 0}
+    return ds.assign_coords(coords).assign(scalars)
+
+
+def _region_dim(ds: xr.Dataset) -> tuple[Hashable | None, int]:
+    """Find the first dimension (in data-variable order) that dask chunks more than once, else the first one.
+
+    Returns the dimension and its chunk length (from the variable that chunks it), or ``(None, 0)``.
+    """
+    candidates = [pair for v in ds.data_vars.values() if v.chunks is not None for pair in v.variable.chunksizes.items()]
+    if not candidates:
+        return None, 0
+    dim, chunks = next(((d, c) for d, c in candidates if len(c) > 1), candidates[0])
+    return dim, _regular_size(chunks)
+
+
+def _align_chunks(ds: xr.Dataset, region_dim: Hashable | None, region_chunk: int) -> xr.Dataset:
+    """Make each dask variable's chunks Zarr-compatible and record them as its Zarr chunks.
+
+    Each variable keeps its own chunks where they are regular (equal but a smaller last one); along the
+    region dimension all variables share one chunk length, so that a region is one chunk of each.
+    """
+    for name, var in ds.data_vars.items():
+        if var.chunks is None:
+            continue
+        sizes = {d: region_chunk if d == region_dim else _regular_size(c) for d, c in var.variable.chunksizes.items()}
+        encoding = dict(var.encoding)
+        ds[name] = var.chunk(sizes)
+        ds[name].encoding = {**encoding, "chunks": tuple(sizes[d] for d in var.dims)}
+    return ds
+
+
+def _attach_grid_mapping(ds: xr.Dataset) -> xr.Dataset:
+    """Point data variables without a ``grid_mapping`` at a ``spatial_ref``/``crs`` coordinate holding a CRS."""
+    name = next((n for n in ("spatial_ref", "crs") if n in ds.coords and ds.coords[n].ndim == 0), None)
+    if name is None or read_crs(xr.Dataset(coords={name: ds.coords[name].variable})) is None:
+        return ds
+    for var in ds.data_vars.values():
+        if "grid_mapping" not in var.attrs and "grid_mapping" not in var.encoding:
+            var.encoding["grid_mapping"] = name
+    return ds
+
+
+def _prepare(ds: xr.Dataset, attrs: Mapping[str, Any] | None, history: str) -> tuple[xr.Dataset, Hashable | None]:
+    """Return a shallow copy ready to write (clean encodings, Zarr chunks = dask chunks) and the region dim."""
+    ds = _load_small(ds.copy(deep=False))
+    for var in ds.variables.values():
+        var.encoding = _clean_encoding(var.encoding)
+        if "grid_mapping" in var.attrs:  # both places would make xarray refuse to write; the attribute wins
+            var.encoding.pop("grid_mapping", None)
+    ds = _chunk_in_memory(ds)
+    region_dim, region_chunk = _region_dim(ds)
+    ds = _align_chunks(ds, region_dim, region_chunk)
+    ds = _attach_grid_mapping(ds)
+    ds.attrs = _global_attrs(ds.attrs, attrs, history)
+    ds.encoding = {}
+    return ds, region_dim
+
+
+def _plan(ds: xr.Dataset, region_dim: Hashable | None) -> _Plan:
+    """List the regions along ``region_dim`` (one per dask chunk) and the variables written in each step."""
+    lazy = [n for n, v in ds.data_vars.items() if v.chunks is not None]
+    if region_dim is None:
+        return _Plan(None, [], [], [])
+    region_vars = [n for n in lazy if region_dim in ds[n].dims]
+    chunks = ds[region_vars[0]].chunksizes[region_dim]
+    stops = np.cumsum(chunks).tolist()
+    regions = list(zip([0, *stops[:-1]], stops, strict=True))
+    static_vars = [n for n in lazy if region_dim not in ds[n].dims]
+    return _Plan(region_dim, regions, region_vars, static_vars)
+
+
+def _fingerprint(ds: xr.Dataset, plan: _Plan) -> dict:
+    """Describe what a partial store must match to be resumed: layout, dtypes, chunks, index coordinates."""
+    variables = {}
+    for name, var in ds.variables.items():
+        chunks = var.encoding.get("chunks")
+        variables[str(name)] = {
+            "dims": [str(d) for d in var.dims],
+            "shape": list(var.shape),
+            "dtype": str(var.dtype),
+            "chunks": list(chunks) if chunks is not None else None,
+        }
+    digest = hashlib.sha256()
+    for name in sorted(ds.indexes, key=str):
+        digest.update(str(name).encode())
+        digest.update(np.ascontiguousarray(ds.indexes[name].to_numpy()).astype(str).tobytes())
+    fingerprint = {
+        "zarr_format": ZARR_FORMAT,
+        "region_dim": None if plan.region_dim is None else str(plan.region_dim),
+        "steps": plan.keys(),
+        "variables": variables,
+        "indexes": digest.hexdigest(),
+    }
+    return json.loads(json.dumps(fingerprint))
+
+
+# -------------------------------------------------------------------------------------------- write
+
+
+def _remove(path: Path) -> None:
+    """Delete a store, file or link if it exists."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _record(partial: Path, fingerprint: dict, done: list[str]) -> None:
+    """Record the finished steps in the partial store's group attributes (``.zattrs``, a small JSON file).
+
+    A loose JSON file in the store would make zarr-python 3 warn that it is not part of the hierarchy on
+    every region write; group attributes are untouched by xarray's ``mode="r+"`` region writes.
+    """
+    group = zarr.open_group(str(partial), mode="r+", **_FORMAT_KWARGS)
+    group.attrs[PROGRESS_ATTR] = {"fingerprint": fingerprint, "done": list(done)}
+
+
+def _resume(partial: Path, fingerprint: dict) -> list[str] | None:
+    """Return the steps already written to a matching partial store; else remove it and return ``None``."""
+    try:
+        recorded = zarr.open_group(str(partial), mode="r", **_FORMAT_KWARGS).attrs.get(PROGRESS_ATTR)
+    except Exception:  # noqa: BLE001 - missing, not a group, unreadable metadata: all mean "start again"
+        recorded = None
+    if isinstance(recorded, dict) and recorded.get("fingerprint") == fingerprint:
+        return [str(k) for k in recorded.get("done", [])]
+    _remove(partial)  # missing, unreadable, or another dataset: start again
+    return None
+
+
+def _start(ds: xr.Dataset, partial: Path, fingerprint: dict) -> None:
+    """Create the partial store: all metadata and the in-memory variables; dask data come later."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    ds.to_zarr(partial, mode="w", compute=False, **_FORMAT_KWARGS, consolidated=False)
+    _record(partial, fingerprint, [])
+
+
+def _bare(ds: xr.Dataset, names: list[Hashable]) -> xr.Dataset:
+    """Select the named data variables without coordinates (those are already in the store)."""
+    sub = ds[names]
+    return sub.drop_vars(list(sub.coords))
+
+
+def _write_step(ds: xr.Dataset, plan: _Plan, key: str, partial: Path) -> None:
+    """Compute and write one step (a region or the static variables) with the active dask scheduler."""
+    if key == "static":
+        _bare(ds, plan.static_vars).to_zarr(partial, mode="r+", consolidated=False)
+        return
+    start, stop = (int(v) for v in key.split(":")[1:])
+    region = {plan.region_dim: slice(start, stop)}
+    _bare(ds, plan.region_vars).isel(region).to_zarr(partial, mode="r+", region=region, consolidated=False)
+
+
+def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, done: list[str], progress: bool):
+    """Write the steps not yet done, recording each one as soon as it is on disk."""
+    from tqdm.auto import tqdm
+
+    keys = plan.keys()
+    todo = [k for k in keys if k not in done]
+    with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, file=sys.stderr,
+              desc=f"writing {partial.name.removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
+        for key in todo:
+            _write_step(ds, plan, key, partial)
+            done.append(key)
+            _record(partial, fingerprint, done)
+            bar.update(1)
+
+
+def _finish(ds: xr.Dataset, partial: Path, path: Path) -> None:
+    """Set the final attributes, consolidate the metadata and move the store into place."""
+    group = zarr.open_group(str(partial), mode="r+", **_FORMAT_KWARGS)
+    # this run's attributes (and history line, also when an earlier run wrote the metadata), without the
+    # progress record; a crash from here to the rename only costs a rewrite, never a half-written `path`
+    group.attrs.put(dict(ds.attrs))
+    zarr.consolidate_metadata(str(partial), **_FORMAT_KWARGS)
+    if not (path.exists() or path.is_symlink()):
+        os.replace(partial, path)
+        return
+    old = path.with_name(f"{path.name}.old-{uuid.uuid4().hex[:8]}")
+    os.replace(path, old)
+    os.replace(partial, path)
+    _remove(old)
