@@ -63,6 +63,16 @@ def test_open_netcdf_and_chunks(tmp_path):
     assert isinstance(chunked.t2m.data, da.Array) and chunked.t2m.chunks[0] == (2, 2, 2)
 
 
+@pytest.mark.parametrize(("suffix", "engine"), [(".nc4", "netcdf4"), (".h5", "netcdf4"), (".cdf", "scipy")])
+def test_open_netcdf_suffixes(tmp_path, suffix, engine):
+    """Every NetCDF/HDF5 suffix opens, whichever library wrote the file."""
+    if engine == "scipy":
+        pytest.importorskip("scipy")
+    path = tmp_path / f"grid{suffix}"
+    _grid().to_netcdf(path, engine=engine)
+    xr.testing.assert_identical(open_dataset(path).load(), _grid())
+
+
 def test_open_netcdf_with_crs(tmp_path):
     """crs= attaches the CRS rioxarray-style."""
     path = tmp_path / "grid.nc"
@@ -486,6 +496,13 @@ def test_to_zarr_drops_stale_encodings(tmp_path):
     nc = tmp_path / "src.nc"
     _grid().to_netcdf(nc, encoding={"t2m": {"zlib": True, "complevel": 4, "chunksizes": (1, 3, 4)}})
     to_zarr(open_dataset(nc), tmp_path / "n.zarr", progress=False)
+    packed = tmp_path / "packed.nc"  # int16 packing chosen for the source's range must not clip new values
+    _grid().to_netcdf(packed, encoding={"t2m": {"dtype": "int16", "scale_factor": 0.01, "add_offset": 280.0}})
+    wider = open_dataset(packed)
+    wider["t2m"] = wider.t2m.copy(data=wider.t2m.values * 100)  # copy() keeps the int16 encoding
+    assert wider.t2m.encoding["dtype"] == np.int16
+    back = xr.open_zarr(to_zarr(wider, tmp_path / "p.zarr", progress=False))
+    np.testing.assert_allclose(back.t2m.values, wider.t2m.values)
 
 
 def test_to_zarr_progress_bar(tmp_path, capsys):

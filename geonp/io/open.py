@@ -63,7 +63,8 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
     -------
     xarray.Dataset
         The data. GRIB forecasts (``time`` x ``step``) are flattened to one ``time`` dimension of valid
-        times; station tables have dimensions ``(time, station)`` or ``(station,)``.
+        times (which reads them into memory unless ``chunks=`` is given); station tables have dimensions
+        ``(time, station)`` or ``(station,)``.
 
     Raises
     ------

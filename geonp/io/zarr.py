@@ -37,7 +37,6 @@ import xarray as xr
 import zarr
 
 from ..errors import OutputExistsError
-from .crs import read_crs
 
 __all__ = ["to_zarr"]
 
@@ -161,9 +160,18 @@ def _global_attrs(existing: Mapping[str, Any], attrs: Mapping[str, Any] | None, 
     return out
 
 
-def _clean_encoding(encoding: Mapping[str, Any]) -> dict:
-    """Keep only the CF encoding keys that carry meaning into a new Zarr store."""
-    return {k: v for k, v in encoding.items() if k in _KEEP_ENCODING}
+def _clean_encoding(var: xr.Variable) -> dict:
+    """Keep only the CF encoding keys that carry meaning into a new Zarr store.
+
+    Integer packing (``dtype`` int with ``scale_factor``/``add_offset``) of float data is dropped too: it was
+    chosen for the source's range, and new values (predictions, spreads) outside it would be clipped.
+    """
+    encoding = {k: v for k, v in var.encoding.items() if k in _KEEP_ENCODING}
+    packed = np.dtype(encoding.get("dtype", var.dtype)).kind in "iu"
+    if var.dtype.kind == "f" and packed:
+        for key in ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value", "_Unsigned"):
+            encoding.pop(key, None)
+    return encoding
 
 
 def _regular_size(chunks: tuple[int, ...]) -> int:
@@ -238,8 +246,9 @@ def _align_chunks(ds: xr.Dataset, region_dim: Hashable | None, region_chunk: int
 
 def _attach_grid_mapping(ds: xr.Dataset) -> xr.Dataset:
     """Point data variables without a ``grid_mapping`` at a ``spatial_ref``/``crs`` coordinate holding a CRS."""
-    name = next((n for n in ("spatial_ref", "crs") if n in ds.coords and ds.coords[n].ndim == 0), None)
-    if name is None or read_crs(xr.Dataset(coords={name: ds.coords[name].variable})) is None:
+    names = [n for n in ("spatial_ref", "crs") if n in ds.coords and ds.coords[n].ndim == 0]
+    name = next((n for n in names if set(ds.coords[n].attrs) & {"crs_wkt", "spatial_ref", "grid_mapping_name"}), None)
+    if name is None:
         return ds
     for var in ds.data_vars.values():
         if "grid_mapping" not in var.attrs and "grid_mapping" not in var.encoding:
@@ -251,7 +260,7 @@ def _prepare(ds: xr.Dataset, attrs: Mapping[str, Any] | None, history: str) -> t
     """Return a shallow copy ready to write (clean encodings, Zarr chunks = dask chunks) and the region dim."""
     ds = _load_small(ds.copy(deep=False))
     for var in ds.variables.values():
-        var.encoding = _clean_encoding(var.encoding)
+        var.encoding = _clean_encoding(var)
         if "grid_mapping" in var.attrs:  # both places would make xarray refuse to write; the attribute wins
             var.encoding.pop("grid_mapping", None)
     ds = _chunk_in_memory(ds)
