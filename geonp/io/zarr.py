@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 import zarr
+from tqdm.auto import tqdm
 
 from ..errors import OutputExistsError
 
@@ -368,8 +369,6 @@ def _write_step(ds: xr.Dataset, plan: _Plan, key: str, partial: Path) -> None:
 
 def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, done: list[str], progress: bool):
     """Write the steps not yet done, recording each one as soon as it is on disk."""
-    from tqdm.auto import tqdm
-
     keys = plan.keys()
     todo = [k for k in keys if k not in done]
     with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, file=sys.stderr,
