@@ -199,10 +199,11 @@ def _attrs_of(da: xr.DataArray, kind: str, var: str) -> dict:
     return attrs
 
 
-def _finish(out: xr.Dataset, layout: geo.Layout, model: Model, task: str, lazy: bool) -> xr.Dataset:
+def _finish(out: xr.Dataset, layout: geo.Layout, model: Model, task: str, lazy: bool,
+            crs_layout: geo.Layout | None = None) -> xr.Dataset:
     from .io.crs import write_crs
 
-    out = write_crs(out, layout.crs)
+    out = write_crs(out, (crs_layout or layout).crs)
     out.attrs.update({
         "Conventions": "CF-1.8",
         "title": f"geonp {task} of {layout.var}",
@@ -280,16 +281,21 @@ def infill(
         filled = observed.where(observed.notnull(), out[f"{layout.var}_mean"].astype(src.dtype))
         out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(_attrs_of(src, "filled", layout.var))
         out = out.transpose(*src.dims)
-    return _finish(out, out_layout, m, "infill", lazy)
+    return _finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
 
 
 def _init_indices(times: np.ndarray, init_time, context_frames: int) -> np.ndarray:
     if init_time is None:
         return np.array([len(times) - 1])
-    wanted = np.atleast_1d(pd.to_datetime(np.asarray(init_time)).values.astype("datetime64[ns]"))
+    try:
+        wanted = pd.to_datetime(np.atleast_1d(np.asarray(init_time))).values.astype("datetime64[ns]")
+    except (ValueError, TypeError) as exc:
+        raise TimeAxisError(f"init_time={init_time!r} is not a time; expected e.g. '2019-03-25T00:00'.") from exc
     have = times.astype("datetime64[ns]")
     idx = np.searchsorted(have, wanted)
     bad = [str(w) for w, i in zip(wanted, idx) if i >= len(have) or have[i] != w]
+    if not bad and len(set(idx.tolist())) != len(idx):
+        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
     if bad:
         raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({have[0]} .. {have[-1]}); "
                             "pick times that are in the data.")

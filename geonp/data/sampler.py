@@ -82,9 +82,9 @@ class TaskSampler:
         self.obs_fraction = float(finite.mean())
         c = config
         if c.task == "forecast":
-            lo, hi = c.context_frames - 1, T - 2
-            if hi < lo:
-                raise NoDataError(f"forecast training needs at least {c.context_frames + 1} frames; the data have {T}.")
+            lo, hi = min(c.context_frames - 1, max(T - 2, 0)), T - 2
+            if hi < 0:
+                raise NoDataError(f"forecast training needs at least 2 frames; the data have {T}.")
             self.inits = np.arange(lo, hi + 1)
         else:
             self.inits = np.arange(T)

@@ -1,0 +1,233 @@
+"""The xarray layer: ds.np.infill / forecast / fit, chunking through dask, models that travel."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import geonp  # noqa: F401  registers ds.np
+from geonp.errors import (
+    ConfigError,
+    CRSError,
+    ModelMismatchError,
+    NoDataError,
+    TimeAxisError,
+    UnknownOptionError,
+    VariableNotFoundError,
+)
+
+
+def field(nlat=8, nlon=10, times=4, keep=0.4, seed=0, lat0=50.0, lon0=-3.0):
+    """A smooth lat/lon field with random gaps (NaN)."""
+    lat = lat0 + 0.25 * np.arange(nlat)
+    lon = lon0 + 0.25 * np.arange(nlon)
+    t = np.arange(times)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    truth = np.stack([np.sin(la * 2.0 + k / 3) + np.cos(lo * 1.5) for k in t]).astype("float32") + 280
+    rng = np.random.default_rng(seed)
+    observed = np.where(rng.random(truth.shape) < keep, truth, np.nan).astype("float32")
+    attrs = {"units": "K", "standard_name": "air_temperature", "long_name": "2 m temperature"}
+    coords = {"time": pd.date_range("2019-03-01", periods=times, freq="h"), "latitude": lat, "longitude": lon}
+    return xr.Dataset({"t2m": (("time", "latitude", "longitude"), observed, attrs)}, coords=coords), truth
+
+
+@pytest.fixture(scope="module")
+def small():
+    return field()
+
+
+def test_infill_output_contract(small):
+    ds, truth = small
+    out = ds.np.infill("t2m")
+    assert set(out.data_vars) == {"t2m_mean", "t2m_std", "t2m_filled"}
+    for v in out.data_vars:
+        assert out[v].dims == ("time", "latitude", "longitude") and out[v].dtype == np.float32
+        assert out[v].attrs["units"] == "K"
+    assert out.t2m_std.attrs["standard_name"] == "air_temperature standard_error"
+    assert out.t2m_mean.attrs["ancillary_variables"] == "t2m_std"
+    assert (out.t2m_std > 0).all()
+    obs = ds.t2m.notnull()
+    np.testing.assert_array_equal(out.t2m_filled.where(obs).values, ds.t2m.where(obs).values)
+    np.testing.assert_array_equal(out.t2m_filled.where(~obs).values, out.t2m_mean.where(~obs).values)
+    assert out.attrs["Conventions"].startswith("CF") and out.attrs["geonp_model"] == "bsa-tnp"
+    assert len(out.attrs["geonp_checkpoint_sha256"]) == 64
+    assert out.rio.crs.to_epsg() == 4326 if hasattr(out, "rio") else True
+    # zero-shot it must beat the mean of the observations by a wide margin on this smooth field
+    gaps = ~obs.values
+    rmse = np.sqrt(np.mean((out.t2m_mean.values[gaps] - truth[gaps]) ** 2))
+    assert rmse < 0.5 * np.nanstd(ds.t2m.values)
+
+
+def test_dataarray_accessor_and_var_inference(small):
+    ds, _ = small
+    a = ds.np.infill()
+    b = ds.t2m.np.infill()
+    np.testing.assert_allclose(a.t2m_mean, b.t2m_mean, rtol=1e-6)
+
+
+def test_chunked_equals_unchunked_and_is_lazy(small):
+    ds, _ = small
+    full = ds.np.infill("t2m", halo=1000.0)
+    lazy = ds.np.infill("t2m", chunks={"time": 1, "latitude": 3, "longitude": 4}, halo=1000.0)
+    assert lazy.t2m_mean.chunks is not None  # nothing computed yet
+    assert lazy.t2m_mean.data.numblocks == (4, 3, 3)
+    np.testing.assert_allclose(lazy.t2m_mean.compute(), full.t2m_mean, atol=2e-4)
+    np.testing.assert_allclose(lazy.t2m_std.compute(), full.t2m_std, atol=2e-4)
+
+
+def test_dask_backed_input_gives_lazy_output(small):
+    ds, _ = small
+    out = ds.chunk({"time": 2}).np.infill("t2m")
+    assert out.t2m_mean.chunks[0] == (2, 2)
+    assert np.isfinite(out.t2m_mean.compute()).all()
+
+
+def test_processes_scheduler(small):
+    ds, _ = small
+    ref = ds.np.infill("t2m", halo=1000.0)
+    lazy = ds.np.infill("t2m", chunks={"time": 2}, halo=1000.0)
+    got = lazy.t2m_mean.compute(scheduler="processes", num_workers=2)
+    np.testing.assert_allclose(got, ref.t2m_mean, atol=2e-4)
+
+
+def test_descending_latitude_and_0_360_longitude_give_the_same_answer():
+    ds, _ = field(lon0=357.0 - 2.5)  # crosses 0° when written 0..360
+    ds = ds.assign_coords(longitude=ds.longitude % 360)
+    a = ds.np.infill("t2m")
+    flipped = ds.isel(latitude=slice(None, None, -1)).assign_coords(longitude=((ds.longitude + 180) % 360) - 180)
+    b = flipped.np.infill("t2m").isel(latitude=slice(None, None, -1))
+    np.testing.assert_allclose(a.t2m_mean.values, b.t2m_mean.values, atol=2e-4)
+
+
+def test_extra_dims_are_independent_problems():
+    a, _ = field(seed=1)
+    b = a.copy()
+    b["t2m"] = a.t2m.dims, 560.0 - np.nan_to_num(a.t2m.values[:, ::-1], nan=280.0)  # other values, the same gaps (so the same zero-shot units)
+    b["t2m"] = b.t2m.where(a.t2m.notnull())
+    both = xr.concat([a, b], dim="member")
+    out = both.np.infill("t2m")
+    assert out.t2m_mean.dims == ("member", "time", "latitude", "longitude")
+    np.testing.assert_allclose(out.t2m_mean.isel(member=1), b.np.infill("t2m").t2m_mean, atol=2e-4)
+
+
+def stations(n=40, times=3, seed=0):
+    rng = np.random.default_rng(seed)
+    lat, lon = 38 + 3 * rng.random(n), -108 + 5 * rng.random(n)
+    elev = 1500 + 1000 * rng.random(n)
+    v = np.stack([20 - 0.006 * elev + np.sin(lat) + k for k in range(times)]).astype("float32")
+    v[:, ::5] = np.nan
+    return xr.Dataset({"tmax": (("time", "station"), v, {"units": "degC"})},
+                      coords={"time": pd.date_range("2000-01-01", periods=times, freq="MS"),
+                              "station": [f"s{i}" for i in range(n)], "lat": ("station", lat),
+                              "lon": ("station", lon), "elevation": ("station", elev)})
+
+
+def test_station_infill_is_permutation_equivariant():
+    st = stations()
+    out = st.np.infill("tmax")
+    perm = np.random.default_rng(3).permutation(st.sizes["station"])
+    out_p = st.isel(station=perm).np.infill("tmax")
+    np.testing.assert_allclose(out_p.tmax_mean.values, out.tmax_mean.isel(station=perm).values, atol=2e-4)
+
+
+def test_stations_to_grid_targets():
+    st = stations()
+    grid = xr.Dataset(coords={"lat": np.linspace(38, 41, 4), "lon": np.linspace(-108, -103, 6)})
+    out = st.np.infill("tmax", targets=grid)
+    assert out.tmax_mean.dims == ("time", "lat", "lon") and "tmax_filled" not in out
+    assert np.isfinite(out.tmax_mean).all()
+
+
+def test_projected_grid_with_crs_argument_and_in_attrs():
+    ds, _ = field()
+    proj = xr.Dataset({"v": (("time", "y", "x"), ds.t2m.values)},
+                      coords={"time": ds.time, "y": 5000.0 * np.arange(8), "x": 5000.0 * np.arange(10)})
+    with pytest.raises(CRSError, match="no coordinate reference system"):
+        proj.np.infill("v")
+    out = proj.np.infill("v", crs="EPSG:3035")
+    assert pyproj.CRS.from_wkt(out.spatial_ref.attrs["crs_wkt"]).to_epsg() == 3035
+
+
+def test_infill_errors():
+    ds, _ = field()
+    with pytest.raises(NoDataError, match="every value of 't2m' is missing"):
+        (ds * np.nan).np.infill("t2m")
+    full = ds.fillna(280.0)
+    with pytest.raises(NoDataError, match="no gaps.*targets="):
+        full.np.infill("t2m")
+    with pytest.raises(VariableNotFoundError, match="'tp' is not in the dataset"):
+        ds.np.infill("tp")
+    with pytest.raises(UnknownOptionError, match="no shipped weights for 'tnp-d'.*fit it"):
+        ds.np.infill("t2m", model="tnp-d")
+    with pytest.raises(ConfigError, match="chunks has dim 'level'"):
+        ds.np.infill("t2m", chunks={"level": 2})
+
+
+def test_forecast_contract_and_errors(small):
+    ds, _ = small
+    full = ds.fillna(ds.t2m.mean())
+    fc = full.np.forecast("t2m", hours=2)
+    assert fc.t2m_mean.dims == ("init_time", "lead_time", "latitude", "longitude")
+    assert fc.valid_time.values[0, 1] == ds.time.values[-1] + np.timedelta64(2, "h")
+    assert np.isfinite(fc.t2m_mean).all() and (fc.t2m_std > 0).all()
+    two = full.np.forecast("t2m", hours=1, init_time=[ds.time.values[1], ds.time.values[2]])
+    assert two.sizes["init_time"] == 2
+    with pytest.raises(TimeAxisError, match="not a positive multiple of the data's time step \\(1 h\\)"):
+        full.np.forecast("t2m", hours=1.5)
+    with pytest.raises(TimeAxisError, match="no time axis"):
+        full.isel(time=0).np.forecast("t2m", hours=1)
+    with pytest.raises(TimeAxisError, match="is not a time step of the data"):
+        full.np.forecast("t2m", hours=1, init_time="2030-01-01")
+
+
+def test_fit_save_load_and_mismatch(tmp_path):
+    st = stations(times=6)
+    model = st.np.fit("tmax", steps=3, progress=False, seed=0)
+    assert model.variables == ("tmax",) and "elevation" in model.normaliser.covariates
+    assert model.metadata["steps"] == 3
+    path = model.save(tmp_path / "m.geonp")
+    loaded = geonp.load_model(path)
+    a = st.np.infill("tmax", model=model)
+    b = st.np.infill("tmax", model=path)
+    np.testing.assert_array_equal(a.tmax_mean.values, b.tmax_mean.values)
+    assert loaded.normaliser == model.normaliser
+    with pytest.raises(ModelMismatchError, match="trained on \\['tmax'\\] but was given 'tmin'"):
+        st.assign(tmin=st.tmax - 10).np.infill("tmin", model=loaded)
+    with pytest.raises(ModelMismatchError, match="elevation as a covariate but the data have none"):
+        st.drop_vars("elevation").np.infill("tmax", model=loaded)
+
+
+def test_fit_forecast_and_budget_errors(small):
+    ds, _ = small
+    full = ds.fillna(280.0)
+    m = full.np.fit("t2m", task="forecast", steps=2, progress=False, covariates=[])
+    assert m.task == "forecast" and m.normaliser.covariates == ()
+    assert full.np.forecast("t2m", hours=1, model=m).t2m_mean.notnull().all()
+    with pytest.raises(ConfigError, match="needs a budget"):
+        full.np.fit("t2m")
+    with pytest.raises(ConfigError, match="task='nowcast'"):
+        full.np.fit("t2m", task="nowcast", steps=1)
+    with pytest.raises(ConfigError, match="not a duration"):
+        full.np.fit("t2m", max_time="ten minutes")
+    with pytest.raises(TimeAxisError, match="needs a time axis"):
+        full.isel(time=0).np.fit("t2m", task="forecast", steps=1)
+
+
+def test_model_crs_mismatch():
+    ds, _ = field()
+    proj = xr.Dataset({"v": (("time", "y", "x"), np.nan_to_num(ds.t2m.values, nan=280.0))},
+                      coords={"time": ds.time, "y": 5000.0 * np.arange(8), "x": 5000.0 * np.arange(10)})
+    m = proj.np.fit("v", crs="EPSG:3035", steps=1, progress=False, covariates=[])
+    gappy = proj.where(np.isfinite(ds.t2m.values))
+    with pytest.raises(ModelMismatchError, match="trained on coordinates in"):
+        gappy.np.infill("v", model=m, crs="EPSG:27700")
+
+
+def test_parse_duration():
+    from geonp.api import parse_duration
+
+    assert parse_duration("10min") == 600 and parse_duration("1.5h") == 5400 and parse_duration(30) == 30
+    with pytest.raises(ConfigError, match="must be positive"):
+        parse_duration(0)

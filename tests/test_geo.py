@@ -1,0 +1,150 @@
+"""Axes, CRS and model-space geometry (geonp.geo, geonp.normalise)."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from geonp import geo
+from geonp.errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
+from geonp.normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
+
+
+def grid(lat=None, lon=None, times=3, name="t2m", lat_name="latitude", lon_name="longitude"):
+    lat = np.linspace(50, 52, 5) if lat is None else np.asarray(lat, float)
+    lon = np.linspace(-2, 1, 7) if lon is None else np.asarray(lon, float)
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(times, len(lat), len(lon))).astype("float32")
+    return xr.Dataset(
+        {name: (("time", lat_name, lon_name), values, {"units": "K"})},
+        coords={"time": pd.date_range("2020-01-01", periods=times, freq="h"), lat_name: lat, lon_name: lon},
+    )
+
+
+def test_finds_lat_lon_grid_and_time():
+    ds, layout = geo.describe(grid(), "t2m")
+    assert layout.space_dims == ("latitude", "longitude")
+    assert (layout.x, layout.y, layout.time, layout.geographic) == ("longitude", "latitude", "time", True)
+    assert layout.is_grid and layout.extra_dims == ()
+
+
+@pytest.mark.parametrize("names", [("lat", "lon"), ("nav_lat", "nav_lon"), ("a", "b")])
+def test_lat_lon_by_name_or_cf_attributes(names):
+    ds = grid(lat_name=names[0], lon_name=names[1])
+    ds[names[0]].attrs["standard_name"] = "latitude"
+    ds[names[1]].attrs["units"] = "degrees_east"
+    _, layout = geo.describe(ds)
+    assert (layout.y, layout.x) == names
+
+
+def test_var_may_be_omitted_with_one_variable_but_not_two():
+    assert geo.describe(grid())[1].var == "t2m"
+    ds = grid().assign(other=grid()["t2m"] * 2)
+    with pytest.raises(VariableNotFoundError, match="2 numeric data variables"):
+        geo.describe(ds)
+
+
+def test_unknown_and_non_numeric_variables():
+    with pytest.raises(VariableNotFoundError, match="'tp' is not in the dataset.*'t2m'"):
+        geo.describe(grid(), "tp")
+    ds = grid().assign(label=(("latitude",), np.array(list("abcde"))))
+    with pytest.raises(VariableTypeError, match="dtype <U1; expected a real numeric"):
+        geo.describe(ds, "label")
+    with pytest.raises(VariableTypeError, match="expected an xarray Dataset"):
+        geo.describe(np.zeros(3))
+
+
+def test_no_space_coordinates():
+    ds = xr.Dataset({"v": (("a", "b"), np.zeros((2, 3)))})
+    with pytest.raises(CoordinateError, match="no recognisable space coordinates.*latitude/longitude"):
+        geo.describe(ds)
+
+
+def test_latitude_out_of_range():
+    with pytest.raises(CoordinateError, match="latitude 'latitude' has values from 50.0 to 95.0"):
+        geo.describe(grid(lat=[50, 60, 70, 80, 95]))
+
+
+def test_longitude_out_of_range():
+    with pytest.raises(CoordinateError, match="longitude.*expected degrees in \\[-180, 360\\]"):
+        geo.describe(grid(lon=[100, 200, 300, 400, 500, 600, 700]))
+
+
+def test_non_monotonic_and_duplicate_grid_coordinates():
+    with pytest.raises(CoordinateError, match="neither increasing nor decreasing.*sortby"):
+        geo.describe(grid(lat=[50, 52, 51, 53, 54]))
+    with pytest.raises(CoordinateError, match="duplicate values.*drop_duplicates"):
+        geo.describe(grid(lat=[50, 51, 51, 52, 53]))
+
+
+def test_duplicate_times():
+    ds = grid()
+    ds = ds.assign_coords(time=[ds.time.values[0]] * 3)
+    with pytest.raises(CoordinateError, match="duplicate values; expected strictly increasing"):
+        geo.describe(ds)
+
+
+def test_grid_across_the_dateline_is_monotonic():
+    _, layout = geo.describe(grid(lon=[178, 179, 180, -179, -178, -177, -176]))
+    assert layout.geographic
+
+
+def test_projected_grid_needs_a_crs():
+    ds = xr.Dataset({"v": (("y", "x"), np.zeros((3, 4)))}, coords={"y": [0.0, 1e3, 2e3], "x": np.arange(4) * 1e3})
+    with pytest.raises(CRSError, match="no coordinate reference system.*crs="):
+        geo.describe(ds)
+    _, layout = geo.describe(ds, crs="EPSG:27700")
+    assert not layout.geographic and pyproj.CRS.from_wkt(layout.crs_wkt).to_epsg() == 27700
+    frame = geo.make_frame(ds, layout)
+    assert frame.kind == "projected" and frame.km_per_unit == pytest.approx(1e-3)
+
+
+def test_stations_and_elevation_by_name_and_geopotential():
+    st = xr.Dataset(
+        {"tmax": (("time", "station"), np.zeros((2, 3)))},
+        coords={"time": pd.date_range("2000-01", periods=2, freq="MS"), "station": ["a", "b", "c"],
+                "lat": ("station", [39.0, 40.0, 41.0]), "lon": ("station", [-105.0, -104.0, -106.0]),
+                "altitude": ("station", [1500.0, 2000.0, 2500.0])},
+    )
+    ds, layout = geo.describe(st)
+    assert layout.space_dims == ("station",) and not layout.is_grid and layout.elevation == "altitude"
+    np.testing.assert_allclose(geo.find_elevation(ds, layout), [1500, 2000, 2500])
+    z = st.drop_vars("altitude").assign_coords(z_sfc=("station", [9806.65, 0.0, 19613.3]))
+    z["z_sfc"].attrs["standard_name"] = "surface_geopotential"
+    ds, layout = geo.describe(z)
+    np.testing.assert_allclose(geo.find_elevation(ds, layout), [1000, 0, 2000])
+
+
+def test_extra_dims_are_separate_problems():
+    ds = grid().expand_dims(member=3)
+    _, layout = geo.describe(ds)
+    assert layout.extra_dims == ("member",)
+
+
+def test_aeqd_frame_is_metric_and_wraps_the_dateline():
+    f = geo.Frame("aeqd", 180.0, 0.0)
+    km = f.to_km(np.array([179.0, -179.0]), np.array([0.0, 0.0]))
+    assert np.linalg.norm(km[0] - km[1]) == pytest.approx(222.6, rel=1e-3)  # 2° of equator, across the dateline
+    pole = geo.Frame("aeqd", 0.0, 90.0).to_km(np.array([0.0, 180.0]), np.array([89.0, 89.0]))
+    assert np.linalg.norm(pole[0] - pole[1]) == pytest.approx(222.4, rel=1e-2)
+
+
+def test_spacings():
+    xy = np.stack(np.meshgrid(np.arange(4) * 10.0, np.arange(3) * 10.0, indexing="xy"), -1).reshape(-1, 2)
+    assert grid_spacing_km(xy, (3, 4)) == pytest.approx(10.0)
+    assert station_spacing_km(np.array([[0, 0], [100, 0], [0, 100], [100, 100.0]])) == pytest.approx(50.0)
+    assert context_spacing_km(10.0, 0.25) == pytest.approx(20.0)
+
+
+def test_normaliser_round_trip_and_covariates():
+    n = Normaliser(space_unit_km=12.5, time_unit_hours=1.0, covariates=("elevation", "hour", "doy"),
+                   elevation_mean=1000.0, elevation_std=500.0)
+    assert Normaliser.from_dict(n.to_dict()) == n
+    z = n.covariate_columns(np.array([1000.0, 1500.0]), np.array([0.0, 90.0]), np.array([0.0, 6.0]))
+    assert z.shape == (2, 2, 5)
+    np.testing.assert_allclose(z[0, :, 0], [0.0, 1.0])
+    np.testing.assert_allclose(z[0, 1, 1:3], z[1, 0, 1:3], atol=1e-12)  # 06 UTC at 0° = 00 UTC at 90°E (solar time)
+    shift, scale = n.standardise(np.array([5.0, 5.0]))
+    assert shift == 5.0 and scale > 0
