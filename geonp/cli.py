@@ -1,46 +1,262 @@
-"""The ``geonp`` command line: thin argparse front end.
+"""The ``geonp`` command line: a thin argparse front end to :mod:`geonp.api`.
 
-Every failure a user can cause prints one line ``geonp: error: ...`` and exits non-zero.
+::
+
+    geonp infill   INPUT --out OUT.zarr [--var V] [--model NAME|PATH] [--targets PATH] [--chunks SPEC] ...
+    geonp forecast INPUT --hours H --out OUT.zarr [--init-time ISO ...] [--context-frames N] ...
+    geonp fit      INPUT --out MODEL.geonp [--task infill|forecast] [--max-time 10min] [--steps N] ...
+    geonp demo     [--model bsa-tnp] [--seed 0] [--out demo.zarr] [--png demo.png]
+
+Progress goes to stderr (``--quiet`` turns it off), a one-line summary to stdout. Every error a user
+can cause prints one line ``geonp: error: ...`` on stderr and exits 2; nothing is computed when the
+output exists (without ``--overwrite``), and nothing half-written is left behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
+import shlex
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from .errors import GeonpError
+from .errors import ConfigError, GeonpError, OutputExistsError
 
-__all__ = ["main"]
+__all__ = ["main", "parse_chunks"]
+
+_CHUNK_ITEM = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*=\s*(-?\d+)\s*")
+
+
+def parse_chunks(spec: str | None) -> int | dict[str, int] | None:
+    """``"24"`` -> 24 (frames per chunk); ``"time=24,latitude=64"`` -> ``{"time": 24, "latitude": 64}``.
+
+    Raises
+    ------
+    ConfigError
+        Not one of those forms, a size below 1 (``-1``, the whole dim, is allowed in a dict), or a dim twice.
+    """
+    if spec is None:
+        return None
+    hint = ("expected a number of frames per chunk (e.g. 24) or dim=size pairs "
+            "(e.g. time=24,latitude=64,longitude=64)")
+    text = spec.strip()
+    if re.fullmatch(r"\d+", text):
+        if int(text) < 1:
+            raise ConfigError(f"--chunks {spec!r} must be at least 1; {hint}.")
+        return int(text)
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        m = _CHUNK_ITEM.fullmatch(item)
+        if m is None:
+            raise ConfigError(f"--chunks {spec!r} is not a chunk spec; {hint}.")
+        dim, size = m.group(1), int(m.group(2))
+        if size < 1 and size != -1:
+            raise ConfigError(f"--chunks {spec!r}: {dim}={size} must be positive (or -1 for the whole dim).")
+        if dim in out:
+            raise ConfigError(f"--chunks {spec!r} names {dim!r} twice; {hint}.")
+        out[dim] = size
+    return out
+
+
+# ------------------------------------------------------------------------------------------ parser
+
+
+def _common(p: argparse.ArgumentParser, *, model_help: str) -> None:
+    p.add_argument("input", metavar="INPUT", help="data file or store: .grib/.grb, .nc, .zarr, .tif, .csv (stations)")
+    p.add_argument("--var", help="variable to use (may be omitted when the data have one)")
+    p.add_argument("--model", default="bsa-tnp", help=model_help)
+    p.add_argument("--crs", help="CRS of projected x/y coordinates when the data carry none (e.g. EPSG:3035)")
+    p.add_argument("--device", default="auto", help="auto (a GPU when present, default), cpu or cuda")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+
+
+def _predict_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--covariates", nargs="*", metavar="NAME",
+                   help="elevation variable/coordinate name, 'hour', 'doy' (found automatically when omitted)")
+    p.add_argument("--chunks", metavar="SPEC",
+                   help="compute chunk by chunk, lazily: frames per chunk (24) or dim=size pairs "
+                        "(time=24,latitude=64,longitude=64)")
+    p.add_argument("--halo", type=float, help="space halo of each chunk's context, in model units (typical spacings)")
+
+
+_NAME_OR_PATH = "shipped model name (bsa-tnp, default; te-pt-tnp) or the path of a model saved by `geonp fit`"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="geonp", description="Transformer neural processes for geospatial data.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="infill a synthetic gridded field with a shipped model and score it")
-    demo.add_argument("--model", default="bsa-tnp", help="shipped model: bsa-tnp (default) or te-pt-tnp")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the synthetic field")
+    parser = argparse.ArgumentParser(
+        prog="geonp", description="Infill and forecast gridded or station data with transformer neural processes.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{infill,forecast,fit,demo}")
+
+    p = sub.add_parser("infill", help="fill the gaps (NaN) of a variable, or predict it at --targets",
+                       description="Fill the gaps (NaN) of a variable and write {var}_mean, {var}_std and "
+                                   "{var}_filled to a Zarr store.")
+    _common(p, model_help=_NAME_OR_PATH)
+    p.add_argument("--out", required=True, metavar="OUT.zarr", help="Zarr store to write")
+    p.add_argument("--targets", metavar="PATH", help="predict at the coordinates of this file instead of the gaps")
+    _predict_options(p)
+    p.add_argument("--time-window", type=int, metavar="N", help="frames each side of a target frame used as context")
+
+    p = sub.add_parser("forecast", help="forecast a variable up to --hours ahead",
+                       description="Forecast a variable at every lead time up to --hours after the initial time(s) "
+                                   "and write {var}_mean and {var}_std to a Zarr store.")
+    _common(p, model_help=_NAME_OR_PATH)
+    p.add_argument("--hours", type=float, required=True, metavar="H", help="last lead time, a multiple of the time step")
+    p.add_argument("--out", required=True, metavar="OUT.zarr", help="Zarr store to write")
+    p.add_argument("--init-time", nargs="+", metavar="ISO", help="initial time(s) (default: the last time step)")
+    _predict_options(p)
+    p.add_argument("--context-frames", type=int, metavar="N", help="past frames used as context")
+
+    p = sub.add_parser("fit", help="train a model on the data itself and save it",
+                       description="Train a model on the data (context/target splits of the data itself) and save "
+                                   "it for `geonp infill --model PATH`.")
+    _common(p, model_help="model to train: bsa-tnp (default), te-pt-tnp, te-tnp, tnp-d, tnp-kr")
+    p.add_argument("--out", required=True, metavar="MODEL.geonp", help="model file to write")
+    p.add_argument("--task", choices=("infill", "forecast"), default="infill", help="what to train for (default infill)")
+    p.add_argument("--max-time", metavar="DURATION", help="training time budget, e.g. 90s, 10min, 1h")
+    p.add_argument("--steps", type=int, metavar="N", help="training step budget")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--covariates", nargs="*", metavar="NAME",
+                   help="elevation variable/coordinate name, 'hour', 'doy'; none after the flag means none at all")
+
+    p = sub.add_parser("demo", help="infill a synthetic gridded field with a shipped model, score it and map it",
+                       description="Infill a synthetic 48x48x7 field with gaps (a known space-time GP on an EPSG:3035 "
+                                   "grid) with a shipped model, zero-shot; print scores beside the exact GP; write "
+                                   "the result to Zarr and a PNG map.")
+    p.add_argument("--model", default="bsa-tnp", help="shipped model: bsa-tnp (default) or te-pt-tnp")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic field (default 0)")
+    p.add_argument("--out", default="demo.zarr", metavar="OUT.zarr", help="Zarr store to write (default demo.zarr)")
+    p.add_argument("--png", default="demo.png", metavar="PNG", help="map to write (default demo.png)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing --out / --png")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 on success)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "demo":
-            from .demo import run_demo
+# ------------------------------------------------------------------------------------------ commands
 
-            print(f"geonp demo: infilling a 48×48×7 synthetic field with the shipped {args.model} ...", file=sys.stderr)
-            result = run_demo(args.model, seed=args.seed)
-            print(
-                f"{result.num_context} observations (15 % of cells per frame, a 12×12 block missing in the middle "
-                f"frame) -> {result.num_targets} gaps infilled in {result.seconds:.1f} s\n"
-            )
-            print(result.table())
+
+def _refuse_existing(path: str, args: argparse.Namespace) -> Path:
+    """Fail fast, before any computation, when the output exists (the same message as geonp.to_zarr)."""
+    out = Path(path).expanduser()
+    if (out.exists() or out.is_symlink()) and not args.overwrite:
+        raise OutputExistsError(f"{str(out)!r} exists; expected a new output path; pass overwrite=True "
+                                "(CLI: --overwrite) or choose another path")
+    if getattr(args, "input", None) is not None and out.resolve() == Path(args.input).expanduser().resolve():
+        raise ConfigError(f"--out {path!r} is the input; choose another output path.")
+    return out
+
+
+def _open(args: argparse.Namespace, chunks):
+    from .io import open_dataset
+
+    # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked
+    return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs)
+
+
+def _progress(args: argparse.Namespace):
+    """A dask progress bar on stderr around eager computations (none with --quiet)."""
+    if args.quiet:
+        return contextlib.nullcontext()
+    from dask.diagnostics import ProgressBar
+
+    return ProgressBar(out=sys.stderr, minimum=1.0)
+
+
+def _write(result, out: Path, args: argparse.Namespace, history: str, start: float) -> None:
+    from .io import to_zarr
+
+    to_zarr(result, out, overwrite=args.overwrite, progress=not args.quiet, history=history)
+    names = ", ".join(map(str, result.data_vars))
+    dims = ", ".join(f"{d}: {n}" for d, n in result.sizes.items())
+    print(f"wrote {names} ({dims}) to {out} in {time.perf_counter() - start:.1f} s")
+
+
+def _infill(args: argparse.Namespace, history: str) -> None:
+    from . import api
+    from .io import open_dataset
+
+    start = time.perf_counter()
+    chunks = parse_chunks(args.chunks)
+    out = _refuse_existing(args.out, args)
+    ds = _open(args, chunks)
+    targets = open_dataset(args.targets, crs=args.crs) if args.targets is not None else None
+    with _progress(args):
+        result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
+                            chunks=chunks, device=args.device, crs=args.crs, halo=args.halo,
+                            time_window=args.time_window)
+    _write(result, out, args, history, start)
+
+
+def _forecast(args: argparse.Namespace, history: str) -> None:
+    from . import api
+
+    start = time.perf_counter()
+    chunks = parse_chunks(args.chunks)
+    out = _refuse_existing(args.out, args)
+    ds = _open(args, chunks)
+    with _progress(args):
+        result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
+                              covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
+                              halo=args.halo, context_frames=args.context_frames)
+    _write(result, out, args, history, start)
+
+
+def _fit(args: argparse.Namespace, history: str) -> None:
+    from . import api
+
+    start = time.perf_counter()
+    out = _refuse_existing(args.out, args)
+    ds = _open(args, None)
+    model = api.fit(ds, args.var, model=args.model, task=args.task, max_time=args.max_time, steps=args.steps,
+                    seed=args.seed, covariates=args.covariates, crs=args.crs, device=args.device,
+                    progress=not args.quiet)
+    model.metadata.setdefault("command", history)
+    model.save(out)
+    steps = model.metadata.get("steps")
+    trained = f", {steps} steps" if steps is not None else ""
+    print(f"saved {model.name} ({model.task} of {', '.join(model.variables) or 'any variable'}{trained}) to {out} "
+          f"in {time.perf_counter() - start:.1f} s; use it with: geonp {model.task} ... --model {shlex.quote(str(out))}")
+
+
+def _demo(args: argparse.Namespace, history: str) -> None:
+    from .demo import BLOCK, KEEP, run_demo
+
+    result = run_demo(args.model, seed=args.seed, out=args.out, png=args.png, overwrite=args.overwrite,
+                      progress=not args.quiet)
+    print(f"{result.num_context} observations ({KEEP:.0%} of cells per frame, a {BLOCK}×{BLOCK} block missing in "
+          f"the middle frame); every gap infilled in {result.seconds:.1f} s; the {result.num_targets} gaps of the "
+          "middle frame scored (K):\n")
+    print(result.table())
+    print(f"\nwrote {result.out} and {result.png}")
+
+
+_COMMANDS = {"infill": _infill, "forecast": _forecast, "fit": _fit, "demo": _demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 on success, 2 on a user error).
+
+    Argparse usage errors (unknown options, missing arguments) exit 2 through ``SystemExit``.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    history = shlex.join(["geonp", *argv])
+    try:
+        _COMMANDS[args.command](args, history)
     except GeonpError as exc:
-        print(f"geonp: error: {exc}", file=sys.stderr)
+        print(f"geonp: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the file system said no (permissions, a full disk): not a bug of ours
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"geonp: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("geonp: interrupted (a Zarr write resumes when the same command is run again)", file=sys.stderr)
+        return 130
     return 0
 
 

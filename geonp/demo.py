@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,7 +211,7 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
     overwrite : bool, default False
         Replace existing ``out`` / ``png``.
     progress : bool, default False
-        Show the Zarr write's progress bar on stderr.
+        Say what is being done, and show the Zarr write's progress bar, on stderr.
 
     Raises
     ------
@@ -226,6 +227,9 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
     _check_new(png, overwrite, "image")
     resolve_model(model)  # fail fast on an unknown name, before drawing the field
 
+    if progress:
+        print(f"geonp demo: infilling a {SIDE}×{SIDE}×{FRAMES} synthetic field with the shipped {model} ...",
+              file=sys.stderr)
     draw = _draw(seed)
     ds, truth = _dataset(draw)
     start = time.perf_counter()

@@ -1,10 +1,71 @@
-"""The geonp command line and the demo."""
+"""The geonp command line (`geonp fit|infill|forecast|demo`) and the demo.
 
+Each test runs `main(argv)` in-process on a tiny NetCDF file (8 x 10 grid x 4 hourly frames with NaN gaps)
+written to tmp_path; errors are checked for exit code 2 and one `geonp: error:` line on stderr.
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+import pyproj
 import pytest
+import xarray as xr
 
 import geonp.pretrained as pretrained
-from geonp.cli import main
-from geonp.demo import run_demo
+from geonp.cli import main, parse_chunks
+from geonp.demo import BLOCK, CRS, FRAMES, KEEP, SIDE, VAR, demo_dataset
+from geonp.errors import ConfigError
+
+
+def _field(time: bool = True) -> xr.Dataset:
+    rng = np.random.default_rng(0)
+    lat = np.linspace(40.0, 47.0, 8)
+    lon = np.linspace(5.0, 14.0, 10)
+    yy, xx = np.meshgrid(lat, lon, indexing="ij")
+    base = 285.0 + np.sin(yy / 2.0) + np.cos(xx / 3.0)
+    attrs = {"units": "K", "standard_name": "air_temperature"}
+    if not time:
+        v = (base + 0.1 * rng.standard_normal(base.shape)).astype("float32")
+        v[rng.random(v.shape) < 0.3] = np.nan
+        return xr.Dataset({"t2m": (("latitude", "longitude"), v, attrs)}, coords={"latitude": lat, "longitude": lon})
+    v = (base[None] + 0.1 * rng.standard_normal((4, *base.shape))).astype("float32")
+    v[rng.random(v.shape) < 0.3] = np.nan
+    return xr.Dataset({"t2m": (("time", "latitude", "longitude"), v, attrs)},
+                      coords={"time": pd.date_range("2020-01-01", periods=4, freq="h"), "latitude": lat,
+                              "longitude": lon})
+
+
+@pytest.fixture
+def nc(tmp_path):
+    """A tiny gridded NetCDF file with gaps."""
+    path = tmp_path / "t2m.nc"
+    _field().to_netcdf(path)
+    return path
+
+
+@pytest.fixture
+def nc_no_time(tmp_path):
+    path = tmp_path / "static.nc"
+    _field(time=False).to_netcdf(path)
+    return path
+
+
+def _one_error_line(capsys, startswith: str = "geonp: error: ") -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(startswith), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _tree(path):
+    """Every file under ``path`` with its size and mtime (to check that nothing changed)."""
+    return sorted((str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in path.rglob("*"))
+
+
+# ------------------------------------------------------------------------------------------ parsing
 
 
 def test_cli__unknown_command_exits_2(capsys):
@@ -15,19 +76,225 @@ def test_cli__unknown_command_exits_2(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-def test_cli__unknown_option_exits_2(capsys):
-    """An unknown option is rejected."""
+@pytest.mark.parametrize("argv", [["demo", "--bogus"], ["infill", "x.nc", "--out", "o.zarr", "--bogus"]])
+def test_cli__unknown_option_exits_2(capsys, argv):
+    """An unknown option is rejected by argparse with its one `geonp ...: error:` line."""
     with pytest.raises(SystemExit) as exc:
-        main(["demo", "--bogus"])
+        main(argv)
     assert exc.value.code == 2
-    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error: unrecognized arguments: --bogus" in err and "Traceback" not in err
 
 
-def test_cli__unknown_model_prints_one_error_line(capsys):
-    """A model without shipped weights prints `geonp: error: ...` and returns 2."""
+@pytest.mark.parametrize("argv, missing", [
+    (["infill", "x.nc"], "--out"),
+    (["forecast", "x.nc", "--out", "o.zarr"], "--hours"),
+    (["fit", "--out", "m.geonp"], "INPUT"),
+])
+def test_cli__missing_required_argument_exits_2(capsys, argv, missing):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert re.search(rf"error: the following arguments are required: .*{missing}", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("24", 24),
+    ("time=24,latitude=64,longitude=64", {"time": 24, "latitude": 64, "longitude": 64}),
+    (" time = 2 , x=-1 ", {"time": 2, "x": -1}),
+])
+def test_parse_chunks__accepts_an_int_or_dim_sizes(spec, expected):
+    assert parse_chunks(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "0", "time", "time=", "time=abc", "time=24;lat=3", "time=0", "time=2,time=3",
+                                  "2.5", "=4"])
+def test_parse_chunks__rejects_malformed_specs(spec):
+    with pytest.raises(ConfigError, match="--chunks"):
+        parse_chunks(spec)
+
+
+# ------------------------------------------------------------------------------------------ infill
+
+
+def test_cli_infill__writes_mean_std_filled_with_crs_and_history(nc, tmp_path, capsys):
+    """`geonp infill IN.nc --out OUT.zarr`: a store with the three variables, the CRS and the command line."""
+    out = tmp_path / "out.zarr"
+    assert main(["infill", str(nc), "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.startswith("wrote t2m_mean, t2m_std, t2m_filled") and str(out) in cap.out
+    assert len(cap.out.strip().splitlines()) == 1
+    assert f"writing {out.name}" in cap.err  # progress on stderr
+    ds = xr.open_zarr(out, decode_coords="all")
+    assert {"t2m_mean", "t2m_std", "t2m_filled"} <= set(ds.data_vars)
+    assert ds.t2m_mean.dims == ("time", "latitude", "longitude") and ds.t2m_mean.shape == (4, 8, 10)
+    assert np.isfinite(ds.t2m_mean.values).all() and (ds.t2m_std.values > 0).all()
+    src = xr.open_dataset(nc).t2m
+    observed = src.notnull().values
+    np.testing.assert_allclose(ds.t2m_filled.values[observed], src.values[observed])
+    np.testing.assert_allclose(ds.t2m_filled.values[~observed], ds.t2m_mean.values[~observed])
+    assert ds.t2m_mean.attrs["units"] == "K"
+    assert pyproj.CRS.from_wkt(ds.spatial_ref.attrs["crs_wkt"]).is_geographic
+    assert f"geonp infill {nc} --out {out}" in ds.attrs["history"]
+
+
+def test_cli_infill__chunked_equals_unchunked_and_quiet_is_quiet(nc, tmp_path, capsys):
+    """`--chunks` computes lazily chunk by chunk; on one space tile it matches the in-memory run."""
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    assert main(["infill", str(nc), "--out", str(a), "--quiet"]) == 0
+    assert main(["infill", str(nc), "--out", str(b), "--chunks", "time=1", "--quiet"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == ""
+    xa, xb = xr.open_zarr(a), xr.open_zarr(b)
+    assert xb.t2m_mean.encoding["chunks"][0] == 1
+    np.testing.assert_allclose(xa.t2m_mean.values, xb.t2m_mean.values, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(xa.t2m_std.values, xb.t2m_std.values, rtol=1e-5, atol=1e-5)
+
+
+def test_cli_infill__overwrite_replaces_the_store(nc, tmp_path, capsys):
+    out = tmp_path / "out.zarr"
+    assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 0
+    assert main(["infill", str(nc), "--out", str(out), "--quiet", "--overwrite", "--var", "t2m"]) == 0
+    assert "--overwrite" in xr.open_zarr(out).attrs["history"]
+
+
+# ------------------------------------------------------------------------------------------ forecast, fit
+
+
+def test_cli_forecast__two_hours(nc, tmp_path, capsys):
+    """`geonp forecast --hours 2`: leads 1 h and 2 h after the last time step."""
+    out = tmp_path / "fc.zarr"
+    assert main(["forecast", str(nc), "--hours", "2", "--out", str(out), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("wrote t2m_mean, t2m_std (init_time: 1, lead_time: 2,")
+    ds = xr.open_zarr(out)
+    assert ds.t2m_mean.dims == ("init_time", "lead_time", "latitude", "longitude")
+    assert ds.t2m_mean.shape == (1, 2, 8, 10) and np.isfinite(ds.t2m_mean.values).all()
+    assert ds.valid_time.values[0, -1] == np.datetime64("2020-01-01T05:00")
+
+
+def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypatch):
+    """The CLI maps its options one to one onto geonp.api.fit and saves the returned model (no training here)."""
+    import geonp.api
+
+    seen = {}
+
+    class Fitted:
+        name, task, variables, metadata = "te-tnp", "forecast", ("t2m",), {"steps": 7}
+
+        def save(self, path):
+            path.write_bytes(b"model")
+
+    def fake_fit(ds, var, **kwargs):
+        seen.update(kwargs, var=var, sizes=dict(ds.sizes))
+        return Fitted()
+
+    monkeypatch.setattr(geonp.api, "fit", fake_fit)
+    model = tmp_path / "m.geonp"
+    argv = ["fit", str(nc), "--out", str(model), "--var", "t2m", "--model", "te-tnp", "--task", "forecast",
+            "--max-time", "90s", "--steps", "7", "--seed", "3", "--covariates", "hour", "--device", "cpu", "--quiet"]
+    assert main(argv) == 0
+    assert seen == {"var": "t2m", "sizes": {"time": 4, "latitude": 8, "longitude": 10}, "model": "te-tnp",
+                    "task": "forecast", "max_time": "90s", "steps": 7, "seed": 3, "covariates": ["hour"], "crs": None,
+                    "device": "cpu", "progress": False}
+    assert model.read_bytes() == b"model"
+    assert capsys.readouterr().out.startswith(f"saved te-tnp (forecast of t2m, 7 steps) to {model}")
+
+
+@pytest.mark.slow
+def test_cli_fit__then_infill_with_the_saved_model(nc, tmp_path, capsys):
+    """`geonp fit --steps 3` saves a model that `geonp infill --model PATH` uses (~10 s on 2 cores)."""
+    model = tmp_path / "t2m.geonp"
+    assert main(["fit", str(nc), "--steps", "3", "--out", str(model), "--quiet"]) == 0
+    assert model.is_file()
+    assert capsys.readouterr().out.startswith(f"saved bsa-tnp (infill of t2m, 3 steps) to {model}")
+    out = tmp_path / "out.zarr"
+    assert main(["infill", str(nc), "--model", str(model), "--out", str(out), "--quiet"]) == 0
+    ds = xr.open_zarr(out)
+    assert ds.attrs["geonp_model_source"] == str(model)
+    assert np.isfinite(ds.t2m_mean.values).all()
+
+
+def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, capsys, monkeypatch):
+    import geonp.api
+
+    model = tmp_path / "t2m.geonp"
+    model.write_bytes(b"precious")
+    monkeypatch.setattr(geonp.api, "fit", lambda *a, **k: pytest.fail("trained although --out exists"))
+    assert main(["fit", str(nc), "--steps", "3", "--out", str(model)]) == 2
+    line = _one_error_line(capsys)
+    assert f"{str(model)!r} exists" in line and "--overwrite" in line
+    assert model.read_bytes() == b"precious"
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_path, capsys, monkeypatch):
+    import geonp.api
+
+    out = tmp_path / "out.zarr"
+    assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    before = _tree(out)
+    monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: pytest.fail("computed although --out exists"))
+    monkeypatch.setattr(geonp.api, "forecast", lambda *a, **k: pytest.fail("computed although --out exists"))
+    assert main(["infill", str(nc), "--out", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert line == (f"geonp: error: {str(out)!r} exists; expected a new output path; pass overwrite=True "
+                    "(CLI: --overwrite) or choose another path")
+    assert main(["forecast", str(nc), "--hours", "1", "--out", str(out)]) == 2
+    _one_error_line(capsys)
+    assert _tree(out) == before
+
+
+def test_cli__missing_input_file(tmp_path, capsys):
+    out = tmp_path / "out.zarr"
+    assert main(["infill", str(tmp_path / "nope.nc"), "--out", str(out)]) == 2
+    assert "nope.nc" in _one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_cli__unknown_variable(nc, tmp_path, capsys):
+    assert main(["infill", str(nc), "--var", "tp", "--out", str(tmp_path / "o.zarr")]) == 2
+    line = _one_error_line(capsys)
+    assert "'tp'" in line and "t2m" in line
+
+
+def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):
+    assert main(["forecast", str(nc), "--hours", "1.5", "--out", str(tmp_path / "o.zarr")]) == 2
+    line = _one_error_line(capsys)
+    assert "hours=1.5" in line and "1 h" in line
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_cli__forecast_needs_time(nc_no_time, tmp_path, capsys):
+    assert main(["forecast", str(nc_no_time), "--hours", "1", "--out", str(tmp_path / "o.zarr")]) == 2
+    assert "no time axis" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("spec, message", [("time=abc", "is not a chunk spec"), ("lat=4", "chunks has dim 'lat'")])
+def test_cli__bad_chunks(nc, tmp_path, capsys, spec, message):
+    assert main(["infill", str(nc), "--chunks", spec, "--out", str(tmp_path / "o.zarr")]) == 2
+    assert message in _one_error_line(capsys)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_cli__out_may_not_be_the_input(nc, capsys):
+    before = nc.read_bytes()
+    assert main(["infill", str(nc), "--out", str(nc), "--overwrite"]) == 2
+    assert "is the input" in _one_error_line(capsys)
+    assert nc.read_bytes() == before
+
+
+def test_cli__unknown_model_prints_one_error_line(tmp_path, capsys, monkeypatch):
+    """A model without shipped weights prints `geonp: error: ...` and returns 2, writing nothing."""
+    monkeypatch.chdir(tmp_path)
     assert main(["demo", "--model", "tnp-d"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("geonp: error: no pretrained weights for 'tnp-d'")
+    assert _one_error_line(capsys).startswith("geonp: error: no shipped weights for 'tnp-d'")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ shipped weights
 
 
 def test_pretrained__missing_weights_file_is_typed(tmp_path, monkeypatch):
@@ -47,21 +314,55 @@ def test_pretrained__shipped_weights_load(name):
     assert meta["units"]["time"] == "one time step"
 
 
+# ------------------------------------------------------------------------------------------ demo
+
+
+def test_demo__dataset_is_a_projected_field_with_realistic_gaps():
+    """The demo's input is what a user would have: CF attrs, x/y in metres on EPSG:3035, hourly times, gaps."""
+    ds = demo_dataset()
+    da = ds[VAR]
+    assert da.dims == ("time", "y", "x") and da.shape == (FRAMES, SIDE, SIDE)
+    assert da.attrs["units"] == "K" and da.attrs["standard_name"] == "air_temperature"
+    assert pyproj.CRS.from_wkt(ds.spatial_ref.attrs["crs_wkt"]).equals(pyproj.CRS(CRS))
+    assert np.diff(ds.x.values).tolist() == [5000.0] * (SIDE - 1)
+    assert (np.diff(ds.time.values) == np.timedelta64(1, "h")).all()
+    kept = da.notnull().mean(("y", "x")).values
+    assert np.all(np.abs(kept - KEEP) < 0.03)
+    lo = (SIDE - BLOCK) // 2
+    assert da.isel(time=FRAMES // 2, y=slice(lo, lo + BLOCK), x=slice(lo, lo + BLOCK)).isnull().all()
+
+
+def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, monkeypatch):
+    import geonp.api
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo.png").write_bytes(b"old")
+    monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: pytest.fail("computed although demo.png exists"))
+    assert main(["demo"]) == 2
+    assert "'demo.png' exists" in _one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.png"]
+
+
 @pytest.mark.slow
-def test_demo__shipped_bsa_tnp_beats_the_mean():
-    """Zero-shot, the shipped BSA-TNP infills the demo field far better than the mean of the observations.
+def test_cli_demo__end_to_end(tmp_path, capsys, monkeypatch):
+    """`geonp demo` in an empty directory: the score table, a CRS-readable Zarr store and a PNG.
 
-    (The shipped TE-PT-TNP does not yet: 16 pseudo-tokens for 2,448 context points, see MODEL_CARD.md.)
+    Zero-shot, the shipped BSA-TNP infills the field far better than the mean of the observations, with
+    wide but covering intervals (the shipped small models are under-trained, see MODEL_CARD.md).
     """
-    name = "bsa-tnp"
-    result = run_demo(name)
-    model = result.scores[f"geonp {name} (zero-shot)"]
-    assert model["rmse"] < 0.5 * result.scores["mean of observations"]["rmse"]
-    assert model["coverage"] > 0.9  # the shipped small models are under-trained and too wide (MODEL_CARD.md)
-
-
-def test_cli__demo_runs(capsys):
-    """`geonp demo` prints the score table and returns 0."""
-    assert main(["demo"]) == 0
+    rioxarray = pytest.importorskip("rioxarray")  # noqa: F841  registers .rio
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "geonp bsa-tnp (zero-shot)" in out and "exact GP, true kernel" in out
+    assert "exact GP, true kernel" in out and "wrote demo.zarr and demo.png" in out
+    rows = {m.group(1).strip(): [float(v) for v in m.group(2).split()]
+            for m in re.finditer(r"^(geonp bsa-tnp \(zero-shot\)|exact GP, true kernel|mean of observations)"
+                                 r"\s+([-\d.\s]+?)(?:\s+–.*)?$", out, re.M)}
+    rmse, nll, cov, _ = rows["geonp bsa-tnp (zero-shot)"]
+    assert rows["exact GP, true kernel"][0] < rmse < 0.5 * rows["mean of observations"][0]
+    assert cov > 0.9
+    ds = xr.open_zarr(tmp_path / "demo.zarr", decode_coords="all")
+    assert ds.rio.crs.to_epsg() == pyproj.CRS(CRS).to_epsg() == 3035
+    assert {f"{VAR}_mean", f"{VAR}_std", f"{VAR}_filled", VAR, f"{VAR}_truth"} <= set(ds.data_vars)
+    assert ds[f"{VAR}_mean"].attrs["units"] == "K"
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
