@@ -187,7 +187,10 @@ def _additive_mask(score, xq_t, xk_t, km_t, dtype) -> Tensor | None:
     mask = score.fast_bias(xq_t, xk_t) if score is not None else None
     if km_t is not None:
         pad = torch.zeros(km_t.shape, dtype=dtype, device=km_t.device).masked_fill_(~km_t, MASKED)[:, None, None, :]
-        mask = pad if mask is None else mask.add_(pad)  # fast_bias returns a fresh tensor
+        if mask is None:
+            mask = pad
+        else:  # fast_bias returns a fresh tensor, or a broadcast view that must not be written
+            mask = mask.add_(pad) if mask.is_contiguous() else mask + pad
     return mask
 
 

@@ -123,6 +123,9 @@ class RBFBias(ScoreMod):
 
     @torch.no_grad()
     def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
+        table = self._lookup_bias(xq, xk)
+        if table is not None:
+            return table
         d2 = self.sqdist(xq, xk)  # [b, nq, nk]
         b, nq, nk = d2.shape
         out = d2.new_empty(b, self.num_heads, nq, nk)
@@ -137,6 +140,34 @@ class RBFBias(ScoreMod):
                 else:
                     o.add_(tmp, alpha=weight[h][f])
         return out
+
+    def _lookup_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        """The bias as a broadcast view when every query shares one value of a 1-D coordinate.
+
+        That is the target stream of an infill task (all targets in one frame): the bias then
+        depends on the key only, ``B[h, i, j] = row[h, j]``, computed by the same float operations
+        as the direct path (so identical), with ``nk`` instead of ``nq · nk`` exponentials per basis.
+        ``None`` when it does not apply. The result is an expanded (read-only) view.
+        """
+        if len(self.columns) != 1 or self.metric != "euclidean" or xq.shape[1] < 2:
+            return None
+        cq = xq[..., self.columns[0]]
+        if not bool((cq == cq[:, :1]).all()):
+            return None
+        d2 = self.sqdist(xq[:, :1], xk)  # [b, 1, nk]
+        b, _, nk = d2.shape
+        rate, weight = self.rate().tolist(), self.weight.tolist()
+        row = d2.new_empty(b, self.num_heads, 1, nk)
+        tmp = torch.empty_like(d2)
+        for h in range(self.num_heads):
+            o = row[:, h]
+            for f in range(self.num_bases):
+                torch.mul(d2, -rate[h][f], out=tmp).clamp_(min=MIN_EXPONENT).exp_()
+                if f == 0:
+                    torch.mul(tmp, weight[h][f], out=o)
+                else:
+                    o.add_(tmp, alpha=weight[h][f])
+        return row.expand(b, self.num_heads, xq.shape[1], nk)
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
         """``[term(b, h, i, j)]`` computing this bias inline for ``flex_attention``."""
@@ -197,9 +228,12 @@ class SumBias(ScoreMod):
 
     @torch.no_grad()
     def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        out = self.parts[0].fast_bias(xq, xk)
-        for part in self.parts[1:]:
-            out.add_(part.fast_bias(xq, xk))
+        parts = [part.fast_bias(xq, xk) for part in self.parts]
+        dense = [p for p in parts if p.is_contiguous()]  # broadcast views (see RBFBias) are added, never written
+        out = dense[0] if dense else parts[0].contiguous()
+        for p in parts:
+            if p is not out:
+                out.add_(p)
         return out
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
