@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import shlex
 import sys
@@ -105,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Forecast a variable at every lead time up to --hours after the initial time(s) "
                                    "and write {var}_mean and {var}_std to a Zarr store.")
     _common(p, model_help=_NAME_OR_PATH)
-    p.add_argument("--hours", type=float, required=True, metavar="H", help="last lead time, a multiple of the time step")
+    p.add_argument("--hours", type=float, required=True, metavar="H",
+                   help="last lead time, a multiple of the time step")
     p.add_argument("--out", required=True, metavar="OUT.zarr", help="Zarr store to write")
     p.add_argument("--init-time", nargs="+", metavar="ISO", help="initial time(s) (default: the last time step)")
     _predict_options(p)
@@ -116,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "it for `geonp infill --model PATH`.")
     _common(p, model_help="model to train: bsa-tnp (default), te-pt-tnp, te-tnp, tnp-d, tnp-kr")
     p.add_argument("--out", required=True, metavar="MODEL.geonp", help="model file to write")
-    p.add_argument("--task", choices=("infill", "forecast"), default="infill", help="what to train for (default infill)")
+    p.add_argument("--task", choices=("infill", "forecast"), default="infill",
+                   help="what to train for (default infill)")
     p.add_argument("--max-time", metavar="DURATION", help="training time budget, e.g. 90s, 10min, 1h")
     p.add_argument("--steps", type=int, metavar="N", help="training step budget")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -158,7 +159,7 @@ def _open(args: argparse.Namespace, chunks):
 
 
 def _progress(args: argparse.Namespace):
-    """A dask progress bar on stderr around eager computations (none with --quiet)."""
+    """Show a dask progress bar on stderr around eager computations (none with --quiet)."""
     if args.quiet:
         return contextlib.nullcontext()
     from dask.diagnostics import ProgressBar
@@ -218,8 +219,9 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     model.save(out)
     steps = model.metadata.get("steps")
     trained = f", {steps} steps" if steps is not None else ""
-    print(f"saved {model.name} ({model.task} of {', '.join(model.variables) or 'any variable'}{trained}) to {out} "
-          f"in {time.perf_counter() - start:.1f} s; use it with: geonp {model.task} ... --model {shlex.quote(str(out))}")
+    what = f"{model.task} of {', '.join(model.variables) or 'any variable'}{trained}"
+    print(f"saved {model.name} ({what}) to {out} in {time.perf_counter() - start:.1f} s; "
+          f"use it with: geonp {model.task} ... --model {shlex.quote(str(out))}")
 
 
 def _demo(args: argparse.Namespace, history: str) -> None:

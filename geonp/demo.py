@@ -14,6 +14,7 @@ middle frame's gaps are scored against the truth beside the exact GP posterior w
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 import xarray as xr
+from torch.distributions import Normal
 
 from .errors import OutputExistsError
 from .metrics import gaussian_scores
@@ -74,7 +76,7 @@ class DemoResult:
     png: Path | None = None
 
     def table(self) -> str:
-        """A plain-text table of the scores."""
+        """Format the scores as a plain-text table."""
         lines = [f"{'method':<28}{'RMSE':>8}{'NLL':>9}{'95% cov':>9}{'CRPS':>8}"]
         for name, s in self.scores.items():
             nll = f"{s['nll']:9.3f}" if math.isfinite(s.get("nll", math.nan)) else f"{'–':>9}"
@@ -88,7 +90,8 @@ def _field(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Grid coordinates ``[SIDE², 2]`` (row, column in cells) and a noiseless field ``[FRAMES, SIDE²]`` (float64)."""
     ax = torch.arange(SIDE, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(ax, ax, indexing="ij"), -1).reshape(-1, 2)
-    ks = correlation("matern-2.5", torch.cdist(grid, grid), SPACE_LS) + 1e-8 * torch.eye(SIDE * SIDE, dtype=torch.float64)
+    ks = correlation("matern-2.5", torch.cdist(grid, grid), SPACE_LS)
+    ks = ks + 1e-8 * torch.eye(SIDE * SIDE, dtype=torch.float64)
     t = torch.arange(FRAMES, dtype=torch.float64)[:, None]
     kt = correlation("se", torch.cdist(t, t), TIME_LS) + 1e-8 * torch.eye(FRAMES, dtype=torch.float64)
     e = torch.randn(SIDE * SIDE, FRAMES, generator=g, dtype=torch.float64)
@@ -131,7 +134,7 @@ def _draw(seed: int) -> _Draw:
 
 
 def _dataset(draw: _Draw) -> tuple[xr.Dataset, xr.DataArray]:
-    """(the observed Dataset with NaN gaps and a CRS, the full noisy truth as a DataArray)."""
+    """Lay the draw out as xarray: (observed Dataset with NaN gaps and a CRS, the full noisy truth)."""
     from .io import write_crs
 
     shape = (FRAMES, SIDE, SIDE)  # grid rows run north to south, as in a raster
@@ -157,7 +160,7 @@ def _dataset(draw: _Draw) -> tuple[xr.Dataset, xr.DataArray]:
 
 
 def demo_dataset(seed: int = 0) -> xr.Dataset:
-    """The demo's observed field: ``tas`` (time: 7, y: 48, x: 48) in K with NaN gaps, on EPSG:3035."""
+    """Return the demo's observed field: ``tas`` (time: 7, y: 48, x: 48) in K with NaN gaps, on EPSG:3035."""
     return _dataset(_draw(seed))[0]
 
 
@@ -177,7 +180,7 @@ def _png(path: Path, truth: np.ndarray, obs: np.ndarray, mean: np.ndarray, std: 
     lo, hi = float(np.nanmin(truth)), float(np.nanmax(truth))
     panels = [("truth", truth, "RdYlBu_r", lo, hi), ("observations", obs, "RdYlBu_r", lo, hi),
               ("infilled mean", mean, "RdYlBu_r", lo, hi), ("predictive std", std, "viridis", 0.0, None)]
-    for ax, (name, data, cmap, vmin, vmax) in zip(axes, panels):
+    for ax, (name, data, cmap, vmin, vmax) in zip(axes, panels, strict=True):
         ax.set_facecolor("0.85")
         im = ax.imshow(data, origin="upper", extent=extent, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
         ax.set_title(name)
@@ -211,7 +214,7 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
     overwrite : bool, default False
         Replace existing ``out`` / ``png``.
     progress : bool, default False
-        Say what is being done, and show the Zarr write's progress bar, on stderr.
+        Say what is being done, and show progress bars of the infill and the Zarr write, on stderr.
 
     Raises
     ------
@@ -232,8 +235,14 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
               file=sys.stderr)
     draw = _draw(seed)
     ds, truth = _dataset(draw)
+    bar = contextlib.nullcontext()
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        bar = ProgressBar(out=sys.stderr, minimum=1.0)
     start = time.perf_counter()
-    result = ds.np.infill(VAR, model=model)
+    with bar:
+        result = ds.np.infill(VAR, model=model)
     seconds = time.perf_counter() - start
 
     mid = FRAMES // 2
@@ -248,7 +257,7 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
     xt = pts[mid * SIDE * SIDE : (mid + 1) * SIDE * SIDE][target]
 
     scores = {
-        f"geonp {model} (zero-shot)": gaussian_scores(torch.distributions.Normal(mean[target] - BASE_K, std[target]), yt),
+        f"geonp {model} (zero-shot)": gaussian_scores(Normal(mean[target] - BASE_K, std[target]), yt),
         "exact GP, true kernel": gaussian_scores(_exact_gp(xc, yc, xt), yt),
         "mean of observations": {"rmse": float((yc.mean() - yt).pow(2).mean().sqrt())},
     }

@@ -38,7 +38,7 @@ def _field(time: bool = True) -> xr.Dataset:
 
 @pytest.fixture
 def nc(tmp_path):
-    """A tiny gridded NetCDF file with gaps."""
+    """Write a tiny gridded NetCDF file with gaps."""
     path = tmp_path / "t2m.nc"
     _field().to_netcdf(path)
     return path
@@ -46,6 +46,7 @@ def nc(tmp_path):
 
 @pytest.fixture
 def nc_no_time(tmp_path):
+    """Write a tiny NetCDF field without a time axis."""
     path = tmp_path / "static.nc"
     _field(time=False).to_netcdf(path)
     return path
@@ -92,6 +93,7 @@ def test_cli__unknown_option_exits_2(capsys, argv):
     (["fit", "--out", "m.geonp"], "INPUT"),
 ])
 def test_cli__missing_required_argument_exits_2(capsys, argv, missing):
+    """A missing INPUT, --out or --hours is argparse's usage error, exit 2."""
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
@@ -104,12 +106,14 @@ def test_cli__missing_required_argument_exits_2(capsys, argv, missing):
     (" time = 2 , x=-1 ", {"time": 2, "x": -1}),
 ])
 def test_parse_chunks__accepts_an_int_or_dim_sizes(spec, expected):
+    """`--chunks 24` is frames per chunk; `dim=size,...` a dict for chunks=."""
     assert parse_chunks(spec) == expected
 
 
 @pytest.mark.parametrize("spec", ["", "0", "time", "time=", "time=abc", "time=24;lat=3", "time=0", "time=2,time=3",
                                   "2.5", "=4"])
 def test_parse_chunks__rejects_malformed_specs(spec):
+    """Anything else is a ConfigError naming --chunks."""
     with pytest.raises(ConfigError, match="--chunks"):
         parse_chunks(spec)
 
@@ -152,6 +156,7 @@ def test_cli_infill__chunked_equals_unchunked_and_quiet_is_quiet(nc, tmp_path, c
 
 
 def test_cli_infill__overwrite_replaces_the_store(nc, tmp_path, capsys):
+    """`--overwrite` replaces an existing store."""
     out = tmp_path / "out.zarr"
     assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 0
     assert main(["infill", str(nc), "--out", str(out), "--quiet", "--overwrite", "--var", "t2m"]) == 0
@@ -215,6 +220,7 @@ def test_cli_fit__then_infill_with_the_saved_model(nc, tmp_path, capsys):
 
 
 def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, capsys, monkeypatch):
+    """An existing model file is refused before any training and left as it was."""
     import geonp.api
 
     model = tmp_path / "t2m.geonp"
@@ -230,6 +236,7 @@ def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, c
 
 
 def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_path, capsys, monkeypatch):
+    """An existing --out is refused (same message as geonp.to_zarr) before computing, and not touched."""
     import geonp.api
 
     out = tmp_path / "out.zarr"
@@ -248,6 +255,7 @@ def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_pa
 
 
 def test_cli__missing_input_file(tmp_path, capsys):
+    """A missing input file is one error line and writes nothing."""
     out = tmp_path / "out.zarr"
     assert main(["infill", str(tmp_path / "nope.nc"), "--out", str(out)]) == 2
     assert "nope.nc" in _one_error_line(capsys)
@@ -255,12 +263,14 @@ def test_cli__missing_input_file(tmp_path, capsys):
 
 
 def test_cli__unknown_variable(nc, tmp_path, capsys):
+    """An unknown --var names the variables there are."""
     assert main(["infill", str(nc), "--var", "tp", "--out", str(tmp_path / "o.zarr")]) == 2
     line = _one_error_line(capsys)
     assert "'tp'" in line and "t2m" in line
 
 
 def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):
+    """--hours must be a whole number of time steps."""
     assert main(["forecast", str(nc), "--hours", "1.5", "--out", str(tmp_path / "o.zarr")]) == 2
     line = _one_error_line(capsys)
     assert "hours=1.5" in line and "1 h" in line
@@ -268,18 +278,21 @@ def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):
 
 
 def test_cli__forecast_needs_time(nc_no_time, tmp_path, capsys):
+    """Forecasting data without a time axis is refused."""
     assert main(["forecast", str(nc_no_time), "--hours", "1", "--out", str(tmp_path / "o.zarr")]) == 2
     assert "no time axis" in _one_error_line(capsys)
 
 
 @pytest.mark.parametrize("spec, message", [("time=abc", "is not a chunk spec"), ("lat=4", "chunks has dim 'lat'")])
 def test_cli__bad_chunks(nc, tmp_path, capsys, spec, message):
+    """A malformed --chunks, or one naming a dim the data lack, is one error line."""
     assert main(["infill", str(nc), "--chunks", spec, "--out", str(tmp_path / "o.zarr")]) == 2
     assert message in _one_error_line(capsys)
     assert not (tmp_path / "o.zarr").exists()
 
 
 def test_cli__out_may_not_be_the_input(nc, capsys):
+    """--out may not replace the input, even with --overwrite."""
     before = nc.read_bytes()
     assert main(["infill", str(nc), "--out", str(nc), "--overwrite"]) == 2
     assert "is the input" in _one_error_line(capsys)
@@ -333,6 +346,7 @@ def test_demo__dataset_is_a_projected_field_with_realistic_gaps():
 
 
 def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, monkeypatch):
+    """`geonp demo` refuses an existing demo.png (or demo.zarr) before computing anything."""
     import geonp.api
 
     monkeypatch.chdir(tmp_path)
