@@ -390,7 +390,7 @@ def fit(
     if task not in ("infill", "forecast"):
         raise ConfigError(f"task={task!r}; expected 'infill' or 'forecast'.")
     seconds = parse_duration(max_time)
-    if seconds is None and steps is None:
+    if seconds is None and steps is None and train_options.get("max_cpu_time") is None:
         raise ConfigError("fit needs a budget: pass max_time= (e.g. '10min') or steps= (e.g. 2000).")
     if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 1):
         raise ConfigError(f"steps={steps!r}; expected a positive integer.")

@@ -32,8 +32,8 @@ class SamplerConfig:
     """How training tasks are drawn (counts per task; windows in frames)."""
 
     task: str = "infill"
-    max_context: int = 768
-    max_targets: int = 256
+    max_context: int = 384
+    max_targets: int = 128
     half_window: int = 3  # infill: frames each side of the target frame
     context_frames: int = 4  # forecast: frames up to and including the initial frame
     max_lead: int = 6  # forecast: largest lead in frames

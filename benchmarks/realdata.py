@@ -1,0 +1,304 @@
+"""geonp on the real-data benchmark (tasks in ``realdata_tasks.py``, baselines in ``baselines.py``).
+
+Run one part at a time (each writes ``benchmarks/results/realdata-<part>.json``); ``--doc``
+rebuilds the geonp section of ``docs/benchmarks.md`` from whatever results exist::
+
+    python benchmarks/realdata.py era5-infill --fit-cpu 360
+    python benchmarks/realdata.py era5-forecast --fit-cpu 360
+    python benchmarks/realdata.py colorado --fit-cpu 240
+    python benchmarks/realdata.py era5-month
+    python benchmarks/realdata.py scaling
+    python benchmarks/realdata.py --doc
+
+Fitted models train with a CPU-second budget (``max_cpu_time``) on data outside the scored
+periods: ERA5 on 2019-03-01..21 (unmasked), Colorado on 1895..1949. Zero-shot rows use the
+shipped weights with no training.
+"""
+
+from __future__ import annotations
+
+import pyproj  # noqa: F401  isort: skip
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import realdata_tasks as rt  # noqa: E402
+from _common import RESULTS, machine, peak_rss_mb, save_json, update_doc_section  # noqa: E402
+
+import geonp  # noqa: E402
+
+ZERO_SHOT = ("bsa-tnp", "te-pt-tnp")
+
+
+def _clock():
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start) -> dict:
+    w, c = _clock()
+    return {"wall_s": round(w - start[0], 2), "cpu_s": round(c - start[1], 2)}
+
+
+def _mean_scores(rows: list[dict]) -> dict:
+    keys = [k for k in rows[0] if k != "n"]
+    return {k: float(np.mean([r[k] for r in rows])) for k in keys}
+
+
+def _masked_era5(kind: str) -> xr.Dataset:
+    da = rt.load_era5()
+    hidden = np.stack([rt.era5_infill_mask(i, kind=kind)[0] for i in range(da.sizes["time"])])
+    return da.where(~hidden).to_dataset(name="t2m")
+
+
+def _fit(ds, var, task, cpu, **kw):
+    start = _clock()
+    model = ds.np.fit(var, task=task, max_cpu_time=float(cpu), progress=False, seed=0, **kw)
+    return model, {**_since(start), "steps": model.metadata["steps"], "covariates": list(model.normaliser.covariates)}
+
+
+def era5_infill(args) -> dict:
+    da = rt.load_era5()
+    ev = rt.era5_eval_times(args.step_hours)
+    models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
+    fits = {}
+    if args.fit_cpu > 0:
+        train = da.sel(time=slice(None, rt.ERA5_FIT_END)).to_dataset(name="t2m")
+        model, info = _fit(train, "t2m", "infill", args.fit_cpu)
+        models["bsa-tnp (fitted)"] = model
+        fits["bsa-tnp (fitted)"] = info
+    out = {"machine": machine(), "eval_frames": int(len(ev)), "time_window": args.time_window, "fits": fits,
+           "results": {}}
+    lo = int(ev[0]) - args.time_window
+    for kind in ("random", "block"):
+        masked = _masked_era5(kind).isel(time=slice(lo, int(ev[-1]) + args.time_window + 1))
+        for label, model in models.items():
+            start = _clock()
+            pred = masked.np.infill("t2m", model=model, time_window=args.time_window)
+            rows = []
+            for i in ev:
+                _, scored = rt.era5_infill_mask(int(i), kind=kind)
+                tt = da.time.values[i]
+                rows.append(rt.scores(da.sel(time=tt).values[scored], pred.t2m_mean.sel(time=tt).values[scored],
+                                      pred.t2m_std.sel(time=tt).values[scored]))
+            res = {**_mean_scores(rows), **_since(start), "frames_predicted": int(masked.sizes["time"])}
+            out["results"][f"{kind}/{label}"] = res
+            print(kind, label, {k: round(v, 3) for k, v in res.items()}, flush=True)
+    return out
+
+
+def era5_forecast(args) -> dict:
+    da = rt.load_era5()
+    ds = da.to_dataset(name="t2m")
+    inits = rt.era5_forecast_inits()
+    models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
+    fits = {}
+    if args.fit_cpu > 0:
+        train = ds.sel(time=slice(None, rt.ERA5_FIT_END))
+        model, info = _fit(train, "t2m", "forecast", args.fit_cpu)
+        models["bsa-tnp (fitted)"] = model
+        fits["bsa-tnp (fitted)"] = info
+    out = {"machine": machine(), "inits": int(len(inits)), "context_frames": args.context_frames, "fits": fits,
+           "results": {}}
+    truth = da.values
+    for label, model in models.items():
+        start = _clock()
+        fc = ds.np.forecast("t2m", hours=6, model=model, init_time=da.time.values[inits],
+                            context_frames=args.context_frames)
+        per_lead = []
+        for k, lead in enumerate(rt.ERA5_LEADS):
+            y = np.stack([truth[i + lead] for i in inits])
+            per_lead.append(rt.scores(y.ravel(), fc.t2m_mean.values[:, k].ravel(), fc.t2m_std.values[:, k].ravel()))
+        res = {"per_lead": per_lead, **_since(start)}
+        out["results"][label] = res
+        print(label, [round(r["rmse"], 3) for r in per_lead], [round(r["nll"], 3) for r in per_lead], flush=True)
+    return out
+
+
+def colorado(args) -> dict:
+    ds = rt.load_colorado()[["tmax"]]
+    months = rt.colorado_months()
+    models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
+    fits = {}
+    if args.fit_cpu > 0:
+        train = ds.sel(time=slice(None, "1949-12"))
+        model, info = _fit(train, "tmax", "infill", args.fit_cpu)
+        models["bsa-tnp (fitted, elevation)"] = model
+        fits["bsa-tnp (fitted, elevation)"] = info
+    out = {"machine": machine(), "months": int(len(months)), "fits": fits, "results": {}}
+    values = ds.tmax.values
+    masked_values = values.copy()
+    hidden = {}
+    for i in months:
+        hidden[i] = rt.colorado_mask(int(i), np.isfinite(values[i]))
+        masked_values[i, hidden[i]] = np.nan
+    masked = ds.copy()
+    masked["tmax"] = ds.tmax.dims, masked_values
+    for label, model in models.items():
+        for tw in (0, 3):
+            start = _clock()
+            rows = []
+            for i in months:
+                window = masked.isel(time=slice(max(0, i - tw), i + tw + 1))
+                pred = window.np.infill("tmax", model=model, time_window=tw)
+                p = pred.sel(time=ds.time.values[i])
+                h = hidden[i]
+                rows.append(rt.scores(values[i, h], p.tmax_mean.values[h], p.tmax_std.values[h]))
+            res = {**_mean_scores(rows), **_since(start)}
+            key = f"{label}, {'space only' if tw == 0 else f'±{tw} months'}"
+            out["results"][key] = res
+            print(key, {k: round(v, 3) for k, v in res.items()}, flush=True)
+    return out
+
+
+def era5_month(args) -> dict:
+    masked = _masked_era5("random")
+    n_targets = int(np.prod([masked.sizes[d] for d in ("time", "latitude", "longitude")]))
+    out = {"machine": machine(), "targets": n_targets, "results": {}}
+    for model in args.models:
+        start = _clock()
+        pred = masked.np.infill("t2m", model=model, time_window=args.time_window, chunks={"time": 24})
+        pred = pred.compute()
+        res = {**_since(start), "peak_rss_mb": round(peak_rss_mb(), 1), "time_window": args.time_window,
+               "finite": bool(np.isfinite(pred.t2m_mean.values).all())}
+        out["results"][model] = res
+        print(model, res, flush=True)
+    return out
+
+
+_SCALING_CHILD = """
+import pyproj, sys, time, resource
+import numpy as np, dask.array as dsa, xarray as xr, pandas as pd
+import geonp
+ny, nx, nt, tile = (int(a) for a in sys.argv[1:5])
+lat = np.linspace(60, 60 - 0.25 * (ny - 1), ny); lon = np.linspace(-20, -20 + 0.25 * (nx - 1), nx)
+def block(block_id=None, **_):
+    t, i, j = block_id
+    rng = np.random.default_rng(hash(block_id) % 2**32)
+    y, x = np.meshgrid(np.arange(64) + 64 * i, np.arange(64) + 64 * j, indexing='ij')
+    f = np.sin(y / 7.0)[None] + np.cos(x / 9.0)[None] + 0.1 * rng.standard_normal((4, 64, 64))
+    return np.where(rng.random(f.shape) < 0.1, f, np.nan).astype('float32')
+arr = dsa.map_blocks(block, chunks=((4,) * (nt // 4), (64,) * (ny // 64), (64,) * (nx // 64)), dtype='float32')
+ds = xr.Dataset({'v': (('time', 'lat', 'lon'), arr)},
+                coords={'time': pd.date_range('2020-01-01', periods=nt, freq='h'), 'lat': lat, 'lon': lon})
+t0, c0 = time.perf_counter(), time.process_time()
+out = ds.np.infill('v', time_window=1, chunks={'time': 4, 'lat': tile, 'lon': tile}, halo=4.0)
+geonp.to_zarr(out, sys.argv[5], progress=False)
+print(time.perf_counter() - t0, time.process_time() - c0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def scaling(args) -> dict:
+    import tempfile
+
+    out = {"machine": machine(), "results": {}}
+    for ny, nx in ((64, 128), (192, 448)):  # 8 192 and 86 016 cells per frame: 10.5x
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-c", _SCALING_CHILD, str(ny), str(nx), str(args.frames), "64", f"{tmp}/o.zarr"]
+            wall, cpu, rss = map(float, subprocess.run(cmd, check=True, capture_output=True, text=True)
+                                 .stdout.split()[-3:])
+        key = f"{ny}x{nx}x{args.frames}"
+        out["results"][key] = {"values": ny * nx * args.frames, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                               "peak_rss_mb": round(rss, 1), "chunk": "time 4 x 64 x 64"}
+        print(key, out["results"][key], flush=True)
+    return out
+
+
+def _load(part: str) -> dict | None:
+    p = RESULTS / f"realdata-{part}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _row(label: str, r: dict, cols=("rmse", "mae", "nll", "coverage", "crps")) -> str:
+    cells = [f"{r[c]:.3f}" if c in r and r[c] is not None else "–" for c in cols]
+    return f"| {label} | " + " | ".join(cells) + f" | {r.get('wall_s', float('nan')):.0f} / {r.get('cpu_s', float('nan')):.0f} |"
+
+
+def doc() -> None:
+    lines = []
+    inf = _load("era5-infill")
+    if inf:
+        m = inf["machine"]
+        lines += [f"Measured {m.get('date', '')} on {m.get('cpu', m.get('processor', 'this machine'))} "
+                  f"({m.get('threads', '?')} torch threads, torch {m.get('torch', '?')}). Wall / CPU seconds "
+                  "include loading the model and predicting every frame the eval needs.", ""]
+        for kind in ("random", "block"):
+            lines += [f"**ERA5 t2m infill, {kind}** ({inf['eval_frames']} eval frames; geonp uses ±"
+                      f"{inf['time_window']} h of neighbouring frames, each masked the same way)", "",
+                      "| method | RMSE K | MAE | NLL | 95 % cov | CRPS | wall / CPU s |", "|---|---|---|---|---|---|---|"]
+            for key, r in inf["results"].items():
+                if key.startswith(kind + "/"):
+                    lines.append(_row("geonp " + key.split("/", 1)[1], r))
+            lines.append("")
+        for k, f in inf["fits"].items():
+            lines.append(f"Fit of {k}: {f['steps']} steps in {f['cpu_s']:.0f} CPU-s on 2019-03-01..21, covariates "
+                         f"{f['covariates']}.")
+        lines.append("")
+    fc = _load("era5-forecast")
+    if fc:
+        lines += [f"**ERA5 t2m forecast** ({fc['inits']} inits, {fc['context_frames']} past frames as context, RMSE K per lead / NLL at +6 h / coverage at +6 h)", "",
+                  "| method | +1 h | +2 h | +3 h | +4 h | +5 h | +6 h | NLL +6 h | cov +6 h | wall / CPU s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for label, r in fc["results"].items():
+            pl = r["per_lead"]
+            lines.append(f"| geonp {label} | " + " | ".join(f"{x['rmse']:.3f}" for x in pl)
+                         + f" | {pl[-1]['nll']:.3f} | {pl[-1]['coverage']:.3f} | {r['wall_s']:.0f} / {r['cpu_s']:.0f} |")
+        for k, f in fc["fits"].items():
+            lines.append(f"\nFit of {k}: {f['steps']} steps in {f['cpu_s']:.0f} CPU-s, covariates {f['covariates']}.")
+        lines.append("")
+    co = _load("colorado")
+    if co:
+        lines += [f"**Colorado monthly tmax** ({co['months']} months, 20 % of observed stations hidden)", "",
+                  "| method | RMSE °C | MAE | NLL | 95 % cov | CRPS | wall / CPU s |", "|---|---|---|---|---|---|---|"]
+        for label, r in co["results"].items():
+            lines.append(_row("geonp " + label, r))
+        for k, f in co["fits"].items():
+            lines.append(f"\nFit of {k}: {f['steps']} steps in {f['cpu_s']:.0f} CPU-s on 1895..1949, covariates "
+                         f"{f['covariates']}.")
+        lines.append("")
+    mo = _load("era5-month")
+    if mo:
+        lines += [f"**Whole ERA5 month** ({mo['targets']:,} targets, 90 % hidden, chunks of 24 h, 2 dask threads)", "",
+                  "| model | wall s | CPU s | peak RSS MB |", "|---|---|---|---|"]
+        for label, r in mo["results"].items():
+            lines.append(f"| {label} (±{r['time_window']} h) | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
+                         f"{r['peak_rss_mb']:.0f} |")
+        lines.append("")
+    sc = _load("scaling")
+    if sc:
+        lines += ["**Memory vs data size** (lazy synthetic grid → Zarr, chunks of 4 frames × 64 × 64 cells)", "",
+                  "| grid | values | wall s | CPU s | peak RSS MB |", "|---|---|---|---|---|"]
+        for label, r in sc["results"].items():
+            lines.append(f"| {label} | {r['values']:,} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['peak_rss_mb']:.0f} |")
+    update_doc_section("realdata-geonp", "\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", nargs="?", choices=["era5-infill", "era5-forecast", "colorado", "era5-month", "scaling"])
+    parser.add_argument("--fit-cpu", type=float, default=360.0, help="CPU seconds of fitting (0: zero-shot only)")
+    parser.add_argument("--time-window", type=int, default=3, help="frames each side used as context (infill)")
+    parser.add_argument("--context-frames", type=int, default=2, help="past frames used as context (forecast)")
+    parser.add_argument("--step-hours", type=int, default=6, help="ERA5 infill eval frame spacing")
+    parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"])
+    parser.add_argument("--frames", type=int, default=8, help="frames of the scaling grids")
+    parser.add_argument("--doc", action="store_true", help="rebuild the docs section from saved results")
+    args = parser.parse_args()
+    if args.part:
+        fn = {"era5-infill": era5_infill, "era5-forecast": era5_forecast, "colorado": colorado,
+              "era5-month": era5_month, "scaling": scaling}[args.part]
+        result = fn(args)
+        save_json(f"realdata-{args.part}", result)
+    if args.doc or args.part:
+        doc()
+
+
+if __name__ == "__main__":
+    main()
