@@ -210,6 +210,8 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     from . import api
 
     start = time.perf_counter()
+    if args.max_time is None and args.steps is None:
+        raise ConfigError("fit needs a budget: pass --max-time (e.g. 10min) and/or --steps (e.g. 2000).")
     out = _refuse_existing(args.out, args)
     ds = _open(args, None)
     model = api.fit(ds, args.var, model=args.model, task=args.task, max_time=args.max_time, steps=args.steps,

@@ -163,6 +163,17 @@ def test_cli_infill__overwrite_replaces_the_store(nc, tmp_path, capsys):
     assert "--overwrite" in xr.open_zarr(out).attrs["history"]
 
 
+def test_cli_infill__at_targets(nc, tmp_path, capsys):
+    """`--targets FILE` predicts at that file's coordinates (no `_filled` then)."""
+    grid = tmp_path / "grid.nc"
+    xr.Dataset(coords={"latitude": np.linspace(41, 46, 5), "longitude": np.linspace(6, 13, 6)}).to_netcdf(grid)
+    out = tmp_path / "out.zarr"
+    assert main(["infill", str(nc), "--targets", str(grid), "--out", str(out), "--quiet"]) == 0
+    ds = xr.open_zarr(out, decode_coords="all")
+    assert set(ds.data_vars) == {"t2m_mean", "t2m_std"}
+    assert ds.t2m_mean.shape == (4, 5, 6) and np.isfinite(ds.t2m_mean.values).all()
+
+
 # ------------------------------------------------------------------------------------------ forecast, fit
 
 
@@ -233,6 +244,13 @@ def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, c
 
 
 # ------------------------------------------------------------------------------------------ errors
+
+
+def test_cli_fit__needs_a_budget(nc, tmp_path, capsys):
+    """Without --max-time or --steps, fit says which CLI options give it a budget."""
+    assert main(["fit", str(nc), "--out", str(tmp_path / "m.geonp")]) == 2
+    assert "--max-time" in _one_error_line(capsys)
+    assert not (tmp_path / "m.geonp").exists()
 
 
 def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_path, capsys, monkeypatch):
