@@ -182,6 +182,8 @@ def _target_layout(targets, crs) -> tuple[xr.Dataset, geo.Layout]:
 def _attrs_of(da: xr.DataArray, kind: str, var: str) -> dict:
     src = da.attrs
     name = src.get("standard_name")
+    if not name or str(name).lower() in ("unknown", "undefined", "none"):  # e.g. cfgrib's placeholder
+        name = None
     attrs = {k: src[k] for k in ("units",) if k in src}
     long = src.get("long_name", var)
     if kind == "mean":

@@ -115,7 +115,9 @@ def _groups(tasks: Sequence[Task], batch_size: int) -> list[list[int]]:
     groups, current = [], []
     for i in order:
         n = max([tasks[j].num_context for j in current] + [tasks[i].num_context])
-        if current and (len(current) >= batch_size or n * (len(current) + 1) > MAX_BATCH_POINTS):
+        lo = min([tasks[j].num_context for j in current] + [tasks[i].num_context])
+        if current and (len(current) >= batch_size or n * (len(current) + 1) > MAX_BATCH_POINTS
+                        or n > 1.1 * lo + 16):  # padding costs real work: keep sizes within ~10 %
             groups.append(current)
             current = []
         current.append(i)
