@@ -184,13 +184,16 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int) -> np.ndarray:
     return out
 
 
-def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
-    """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
+def _setup(payload: ModelPayload, values: np.ndarray, meta: dict):
     _threads(meta.get("threads"))
     device = torch.device(meta["device"])
-    net = net_from_payload(payload, device)
-    norm = Normaliser.from_dict(meta["norm"])
     window, targets = _window(values, meta)
+    return net_from_payload(payload, device), device, Normaliser.from_dict(meta["norm"]), window, targets
+
+
+def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
+    """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
+    net, device, norm, window, targets = _setup(payload, values, meta)
     tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), len(targets))
@@ -199,11 +202,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
 
 def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
     """Predict one output block of a forecast: ``[2, inits, leads, target points]`` (float32)."""
-    _threads(meta.get("threads"))
-    device = torch.device(meta["device"])
-    net = net_from_payload(payload, device)
-    norm = Normaliser.from_dict(meta["norm"])
-    window, targets = _window(values, meta)
+    net, device, norm, window, targets = _setup(payload, values, meta)
     leads = np.asarray(meta["leads"])
     tasks = forecast_tasks(window, meta["frames"], leads, meta["lead_hours"], targets, norm,
                            meta["context_frames"], skip_empty=True)

@@ -123,10 +123,11 @@ class RBFBias(ScoreMod):
 
     @torch.no_grad()
     def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        table = self._lookup_bias(xq, xk)
-        if table is not None:
-            return table
-        d2 = self.sqdist(xq, xk)  # [b, nq, nk]
+        row = self._shared_query_bias(xq, xk)
+        return row if row is not None else self._rbf_sum(self.sqdist(xq, xk))
+
+    def _rbf_sum(self, d2: Tensor) -> Tensor:
+        """``Σ_f a_hf exp(-b_hf d²)`` for ``d2`` ``[b, nq, nk]`` → ``[b, h, nq, nk]``, in place (4 passes per basis)."""
         b, nq, nk = d2.shape
         out = d2.new_empty(b, self.num_heads, nq, nk)
         tmp = torch.empty_like(d2)
@@ -141,7 +142,7 @@ class RBFBias(ScoreMod):
                     o.add_(tmp, alpha=weight[h][f])
         return out
 
-    def _lookup_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+    def _shared_query_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
         """The bias as a broadcast view when every query shares one value of a 1-D coordinate.
 
         That is the target stream of an infill task (all targets in one frame): the bias then
@@ -154,20 +155,8 @@ class RBFBias(ScoreMod):
         cq = xq[..., self.columns[0]]
         if not bool((cq == cq[:, :1]).all()):
             return None
-        d2 = self.sqdist(xq[:, :1], xk)  # [b, 1, nk]
-        b, _, nk = d2.shape
-        rate, weight = self.rate().tolist(), self.weight.tolist()
-        row = d2.new_empty(b, self.num_heads, 1, nk)
-        tmp = torch.empty_like(d2)
-        for h in range(self.num_heads):
-            o = row[:, h]
-            for f in range(self.num_bases):
-                torch.mul(d2, -rate[h][f], out=tmp).clamp_(min=MIN_EXPONENT).exp_()
-                if f == 0:
-                    torch.mul(tmp, weight[h][f], out=o)
-                else:
-                    o.add_(tmp, alpha=weight[h][f])
-        return row.expand(b, self.num_heads, xq.shape[1], nk)
+        row = self._rbf_sum(self.sqdist(xq[:, :1], xk))  # [b, h, 1, nk]
+        return row.expand(row.shape[0], self.num_heads, xq.shape[1], row.shape[-1])
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
         """``[term(b, h, i, j)]`` computing this bias inline for ``flex_attention``."""
