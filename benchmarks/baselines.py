@@ -257,7 +257,7 @@ def run_era5_forecast(n_inits=None, log=print):
             per_lead[L] = {**_mean_scores(rows), "rmse_pooled": pooled["rmse"], "std": sd[L]}
         res[name] = {"per_lead": per_lead, "wall_s": time.perf_counter() - w,
                      "cpu_s": time.process_time() - c}
-        log(f"  {name}: RMSE " + " ".join(f"{per_lead[L]['rmse_pooled']:.3f}" for L in T.ERA5_LEADS))
+        log(f"  {name}: RMSE " + " ".join(f"{per_lead[L]['rmse']:.3f}" for L in T.ERA5_LEADS))
     meta = {"inits": [str(T.load_era5().time.values[i])[:16] for i in inits],
             "fit_inits": [str(T.load_era5().time.values[i])[:16] for i in fit_inits[[0, -1]]],
             "n_fit_inits": int(len(fit_inits))}
@@ -319,11 +319,12 @@ def markdown(results) -> str:
         leads = list(T.ERA5_LEADS)
         out += ["", f"### ERA5 forecast, {len(r['meta']['inits'])} inits every 6 h "
                 f"{r['meta']['inits'][0]} .. {r['meta']['inits'][-1]}", "",
-                "RMSE over all cells and inits (K):", "",
+                "RMSE over the grid, mean over inits (K; the RMSE pooled over inits is in the JSON as "
+                "`rmse_pooled`):", "",
                 "| method | " + " | ".join(f"+{L} h" for L in leads) + " |",
                 "|---|" + "---|" * len(leads)]
         for name, v in r["methods"].items():
-            out.append(f"| {name} | " + " | ".join(_f(v["per_lead"][L]["rmse_pooled"]) for L in leads) + " |")
+            out.append(f"| {name} | " + " | ".join(_f(v["per_lead"][L]["rmse"]) for L in leads) + " |")
         out += ["", "NLL / 95 % coverage / CRPS, with a Gaussian std per lead = the method's RMS error on "
                 f"{r['meta']['n_fit_inits']} inits of the fit period ({r['meta']['fit_inits'][0]} .. "
                 f"{r['meta']['fit_inits'][1]}):", "",
@@ -339,7 +340,20 @@ def markdown(results) -> str:
                 f"({len(r['meta']['months'])} months {r['meta']['months'][0]} .. {r['meta']['months'][-1]}, "
                 f"~{r['meta']['n_context']:.0f} context → ~{r['meta']['n_target']:.0f} targets)", "",
                 _spatial_table(r, "°C")]
+    out += ["", NOTES]
     return "\n".join(out)
+
+
+NOTES = """Against `../shared/docs/baselines.md` (measured earlier with scripts outside the project): the
+forecast RMSEs agree to the third decimal. For infill that note scored only 4 of the 28 frames and
+seeded each mask by the frame's position in the list (0..27) rather than by its time index; with
+that protocol this code reproduces its random-mask GP Matérn (0.691), linear (0.738), nearest (0.899)
+and exponential kriging (0.734) and its block GP RBF (0.676) and linear (0.989). Over all 28 frames
+the block task is harder (the GPs ~0.87–0.88 K rather than ~0.68 K). pykrige's spherical variogram
+fit is fragile: it depends on the lag binning (`nlags` 6, the default: 0.79 K on the note's 4 frames;
+20: 0.72 K), which is why it trails the exponential model here but not in the note. The Colorado
+figures are within 1–5 % of the note's, whose hidden-station draw (~172 context there, 170 here) this
+code does not reproduce exactly; the ranking is the same."""
 
 
 def _to_jsonable(o):
