@@ -384,6 +384,8 @@ def fit(
     pretrained: bool = True,
     device: str = "auto",
     progress: bool = True,
+    time_window: int | None = None,
+    context_frames: int | None = None,
     **train_options: Any,
 ) -> Model:
     """Train a model on the dataset itself; see :meth:`GeonpAccessor.fit`."""
@@ -394,8 +396,8 @@ def fit(
     seconds = parse_duration(max_time)
     if seconds is None and steps is None and train_options.get("max_cpu_time") is None:
         raise ConfigError("fit needs a budget: pass max_time= (e.g. '10min') or steps= (e.g. 2000).")
-    if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 1):
-        raise ConfigError(f"steps={steps!r}; expected a positive integer.")
+    if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 0):
+        raise ConfigError(f"steps={steps!r}; expected a non-negative integer (0: calibrate the shipped weights only).")
     ds, layout, explicit = _prepare(obj, var, crs=crs, covariates=covariates)
     if task == "forecast" and layout.time is None:
         raise TimeAxisError(f"task='forecast' needs a time axis but {layout.var!r} has dims "
@@ -419,7 +421,7 @@ def fit(
         raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
     return fit_model(ds, layout, model=model, task=task, max_time=seconds, steps=steps, seed=seed,
                      covariates=explicit, preset=preset, pretrained=pretrained, device=device, progress=progress,
-                     **train_options)
+                     half_window=time_window, context_frames=context_frames, **train_options)
 
 
 def _as_list(x) -> Sequence:

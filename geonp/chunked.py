@@ -286,7 +286,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
                 shape = tuple(s.stop - s.start for s in slices)
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
-                     "leads": lead_units, "lead_hours": lead_hours, "context_frames": W,
+                     "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
                      "norm": problem.norm.to_dict(), "tile_shape": shape, "device": device,
                      "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
                 blk = dask.delayed(forecast_block, pure=True)(payload_d, values, m)

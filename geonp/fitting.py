@@ -9,6 +9,7 @@ training starts exactly from the shipped model) and adapts to the data.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from . import geo
 from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
 from .errors import NoDataError
-from .inference import collate, resolve_device
+from .inference import collate, predict_tasks, resolve_device
 from .model import DEFAULT_SETTINGS, Model
 from .models import Batch, NeuralProcess, build_model
 from .normalise import Normaliser
@@ -123,9 +124,13 @@ def fit_model(
         value_std_floor=1e-3 * (float(np.nanstd(values)) or 1.0),
     )
     problem = build_problem(ds, layout, norm, observed_fraction=obs_fraction)
-    norm = Normaliser(**{**norm.to_dict(), "covariates": covariates, "space_unit_km": problem.unit_km})
+    norm = replace(norm, covariates=tuple(covariates), space_unit_km=problem.unit_km)
     window = _window(problem, keep, norm)
     settings = dict(DEFAULT_SETTINGS)
+    for key in ("half_window", "context_frames", "halo"):
+        value = train_options.pop(key, None)
+        if value is not None:
+            settings[key] = value
     sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],
                           max_lead=6)
     sampler = TaskSampler(values, window, norm, time_unit_per_frame=1.0, config=sconf)
@@ -139,24 +144,69 @@ def fit_model(
         source = f"fitted from pretrained:{name}"
     dev = resolve_device(device)
     torch.manual_seed(seed)
-    config = TrainConfig(steps=steps, max_time=max_time, seed=seed, progress=progress,
-                         lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),
-                         warmup_steps=train_options.pop("warmup_steps", 50),
-                         val_every=train_options.pop("val_every", 200), val_batches=train_options.pop("val_batches", 4),
-                         **train_options)
-    data = TaskSource(sampler)
-    result = train(net.to(dev), data, config, val_data=data)
+    calibration_tasks = int(train_options.pop("calibration_tasks", 64))
+    record: dict[str, Any] = {"steps": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "final_loss": None,
+                              "best_val_loss": None}
+    if steps != 0:
+        config = TrainConfig(steps=steps, max_time=max_time, seed=seed, progress=progress,
+                             lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),
+                             warmup_steps=train_options.pop("warmup_steps", min(50, (steps or 1000) // 4)),
+                             val_every=train_options.pop("val_every", 200),
+                             val_batches=train_options.pop("val_batches", 4), **train_options)
+        data = TaskSource(sampler)
+        result = train(net.to(dev), data, config, val_data=data)
+        record.update(steps=int(result.steps), wall_seconds=float(result.wall_seconds),
+                      cpu_seconds=float(result.cpu_seconds),
+                      final_loss=float(result.history[-1]["loss"]) if result.history else None,
+                      best_val_loss=result.best_val)
     net = net.cpu().eval()
-    record = {
-        "task": task, "variable": layout.var, "steps": int(result.steps),
-        "wall_seconds": float(result.wall_seconds), "cpu_seconds": float(result.cpu_seconds),
-        "final_loss": float(result.history[-1]["loss"]) if result.history else None,
-        "best_val_loss": result.best_val,
+    if calibration_tasks > 0:
+        scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed)
+        norm = replace(norm, **scales)
+        record["calibration"] = scales
+    record.update({
+        "task": task, "variable": layout.var,
         "frames": int(len(keep)), "points": int(P), "observed_fraction": obs_fraction, "seed": seed,
         "source": source,
-    }
+    })
     return Model(net, norm, name=name, task=task, variables=(layout.var,), crs_wkt=layout.crs_wkt,
                  settings=settings, source=source, metadata=record)
+
+
+def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
+              settings: dict, n_tasks: int, seed: int) -> dict:
+    """Scale of the predictive std that makes held-out errors unit-variance: ``sqrt(mean(z²))``.
+
+    Infill: tasks hold out 5–30 % of a frame's observed points and keep every other observed
+    point as context, as prediction does. Forecast: tasks with the context of prediction (the
+    model's ``context_frames``), one factor per lead. Forward passes only.
+    """
+    if config.task == "infill":
+        cal = SamplerConfig(task="infill", max_context=4096, max_targets=256, half_window=settings["half_window"],
+                            keep_range=(0.7, 0.95), hole_probability=0.0)
+    else:
+        cal = SamplerConfig(task="forecast", max_context=4096, max_targets=512,
+                            context_frames=settings["context_frames"], max_lead=config.max_lead)
+    sampler = TaskSampler(values, window, norm, time_unit_per_frame=1.0, config=cal)
+    rng = np.random.default_rng(10_000 + seed)
+    tasks = []
+    while len(tasks) < n_tasks:
+        t = sampler.sample(rng)
+        if t.num_targets and t.num_context:
+            tasks.append(t)
+    preds = predict_tasks(net, tasks, batch_size=4)
+    z2, leads = [], []
+    for t, (mean, std) in zip(tasks, preds):
+        y = t.yt[:, 0] * t.scale + t.shift
+        z2.append(((y - mean) / std) ** 2)
+        leads.append(np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int))
+    z2, leads = np.concatenate(z2), np.concatenate(leads)
+    out = {"std_scale": float(np.clip(np.sqrt(np.mean(z2)), 0.2, 5.0))}
+    if config.task == "forecast":
+        per = [float(np.clip(np.sqrt(np.mean(z2[leads == k])), 0.2, 5.0)) if (leads == k).any() else out["std_scale"]
+               for k in range(1, config.max_lead + 1)]
+        out["lead_std_scale"] = tuple(per)
+    return out
 
 
 def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:

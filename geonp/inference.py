@@ -197,6 +197,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), len(targets))
+    out[1] *= norm.std_factor()
     return out.reshape(2, len(meta["frames"]), *meta["tile_shape"])
 
 
@@ -209,4 +210,6 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.
     n_tgt = len(targets) * len(leads)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), n_tgt)
+    out = out.reshape(2, len(meta["frames"]), len(leads), -1)
+    out[1] *= np.asarray(norm.std_factor(np.asarray(meta["lead_frames"])), dtype=np.float32).reshape(-1, 1)
     return out.reshape(2, len(meta["frames"]), len(leads), *meta["tile_shape"])

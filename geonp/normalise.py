@@ -53,6 +53,11 @@ class Normaliser:
         Standardisation of elevation in metres.
     value_mean, value_std : float
         Mean and standard deviation of the training data (recorded, and used for the floor).
+    std_scale : float
+        Calibration: predictive standard deviations are multiplied by it (fitted by
+        :func:`geonp.fitting.calibrate` on held-out points of the training data).
+    lead_std_scale : tuple of float
+        Forecast calibration per lead (in frames, lead 1 first); the last value serves longer leads.
     """
 
     space_unit_km: float | None = None
@@ -63,6 +68,8 @@ class Normaliser:
     elevation_std: float = 1.0
     value_mean: float = 0.0
     value_std: float = 1.0
+    std_scale: float = 1.0
+    lead_std_scale: tuple[float, ...] = ()
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -83,6 +90,7 @@ class Normaliser:
         """Plain-data form (saved with the model)."""
         d = asdict(self)
         d["covariates"] = list(self.covariates)
+        d["lead_std_scale"] = list(self.lead_std_scale)
         return d
 
     @classmethod
@@ -94,7 +102,16 @@ class Normaliser:
             raise ConfigError(f"unknown Normaliser fields {unknown}; expected some of {sorted(names)}.")
         data = dict(data)
         data["covariates"] = tuple(data.get("covariates", ()))
+        data["lead_std_scale"] = tuple(data.get("lead_std_scale", ()))
         return cls(**data)
+
+    def std_factor(self, lead_frames: np.ndarray | None = None) -> np.ndarray | float:
+        """Calibration factor of the predictive std (per lead for forecasts)."""
+        if lead_frames is None or not self.lead_std_scale:
+            return self.std_scale
+        table = np.asarray(self.lead_std_scale, dtype=np.float64)
+        idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
+        return table[idx]
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored)."""
