@@ -231,3 +231,29 @@ def test_parse_duration():
     assert parse_duration("10min") == 600 and parse_duration("1.5h") == 5400 and parse_duration(30) == 30
     with pytest.raises(ConfigError, match="must be positive"):
         parse_duration(0)
+
+
+def test_calibration_only_fit_rescales_the_std_and_nothing_else():
+    st = stations(times=6)
+    model = st.np.fit("tmax", steps=0, progress=False, covariates=[], calibration_tasks=16)
+    assert model.metadata["steps"] == 0
+    scale = model.normaliser.std_scale
+    assert 0.2 <= scale <= 5.0 and scale != 1.0
+    zero_shot = st.np.infill("tmax")
+    calibrated = st.np.infill("tmax", model=model)
+    np.testing.assert_allclose(calibrated.tmax_mean, zero_shot.tmax_mean, rtol=1e-6)
+    np.testing.assert_allclose(calibrated.tmax_std, zero_shot.tmax_std * scale, rtol=1e-5)
+
+
+def test_forecast_calibration_has_one_factor_per_lead(small):
+    ds, _ = small
+    full = ds.fillna(280.0)
+    model = full.np.fit("t2m", task="forecast", steps=0, progress=False, covariates=[], calibration_tasks=8,
+                        context_frames=2)
+    scales = model.normaliser.lead_std_scale
+    assert len(scales) == 6 and all(0.2 <= s <= 5.0 for s in scales)
+    assert model.settings["context_frames"] == 2
+    a = full.np.forecast("t2m", hours=2, context_frames=2)
+    b = full.np.forecast("t2m", hours=2, model=model)
+    ratio = (b.t2m_std / a.t2m_std).mean(("init_time", "latitude", "longitude")).values
+    np.testing.assert_allclose(ratio, scales[:2], rtol=1e-4)
