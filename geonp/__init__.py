@@ -1,7 +1,11 @@
 """geonp: translation-invariant transformer neural processes for gridded and station data.
 
-The model engine lives in :mod:`geonp.models` (torch only); training in
-:mod:`geonp.train`; synthetic task generators in :mod:`geonp.synthetic`.
+``import geonp`` registers the ``.np`` accessor on xarray objects (``ds.np.infill``,
+``ds.np.forecast``, ``ds.np.fit``; see :mod:`geonp.api`) and exposes ``open_dataset``,
+``to_zarr`` (:mod:`geonp.io`), ``Model`` and ``load_model`` (:mod:`geonp.model`, imported on
+first use so that ``import geonp`` does not load torch). The model engine lives in
+:mod:`geonp.models` (torch only), training in :mod:`geonp.train`, synthetic task generators in
+:mod:`geonp.synthetic`.
 """
 
 from __future__ import annotations
