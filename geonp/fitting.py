@@ -197,7 +197,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     preds = predict_tasks(net, tasks, batch_size=4)
     z2, leads = [], []
     for t, (mean, std) in zip(tasks, preds):
-        y = t.yt[:, 0] * t.scale + t.shift
+        y = t.to_data(t.yt[:, 0], t.yt[:, 0])[0]
         z2.append(((y - mean) / std) ** 2)
         leads.append(np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int))
     z2, leads = np.concatenate(z2), np.concatenate(leads)

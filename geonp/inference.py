@@ -149,7 +149,7 @@ def predict_tasks(
         scale = pred.scale[..., 0].double().cpu().numpy()
         for row, i in enumerate(group):
             t, n = tasks[i], tasks[i].num_targets
-            out[i] = (loc[row, :n] * t.scale + t.shift, scale[row, :n] * t.scale)
+            out[i] = t.to_data(loc[row, :n], scale[row, :n])
     return out  # type: ignore[return-value]
 
 

@@ -58,6 +58,10 @@ class Normaliser:
         :func:`geonp.fitting.calibrate` on held-out points of the training data).
     lead_std_scale : tuple of float
         Forecast calibration per lead (in frames, lead 1 first); the last value serves longer leads.
+    elevation_trend : bool
+        When the points have an elevation, remove a linear trend in elevation fitted to each task's
+        context (least squares) before standardising, and add it back to the predictive mean: the
+        model then sees the field without its lapse rate (as regression kriging does).
     """
 
     space_unit_km: float | None = None
@@ -70,6 +74,7 @@ class Normaliser:
     value_std: float = 1.0
     std_scale: float = 1.0
     lead_std_scale: tuple[float, ...] = ()
+    elevation_trend: bool = True
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -112,6 +117,20 @@ class Normaliser:
         table = np.asarray(self.lead_std_scale, dtype=np.float64)
         idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
         return table[idx]
+
+    def elevation_slope(self, yc: np.ndarray, ec: np.ndarray | None) -> float:
+        """Least-squares slope of the context values on elevation (per metre); 0 when it does not apply."""
+        if not self.elevation_trend or ec is None:
+            return 0.0
+        yc, ec = np.asarray(yc, dtype=np.float64), np.asarray(ec, dtype=np.float64)
+        ok = np.isfinite(ec)
+        if ok.sum() < 10 or not ok.all():
+            return 0.0
+        e = ec - ec.mean()
+        var = float((e * e).mean())
+        if var < 25.0:  # elevations within ~5 m of each other: no trend to learn
+            return 0.0
+        return float((e * (yc - yc.mean())).mean() / var)
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored)."""

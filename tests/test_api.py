@@ -257,3 +257,25 @@ def test_forecast_calibration_has_one_factor_per_lead(small):
     b = full.np.forecast("t2m", hours=2, model=model)
     ratio = (b.t2m_std / a.t2m_std).mean(("init_time", "latitude", "longitude")).values
     np.testing.assert_allclose(ratio, scales[:2], rtol=1e-4)
+
+
+def test_elevation_trend_is_removed_per_task_and_added_back():
+    from dataclasses import replace
+
+    rng = np.random.default_rng(5)
+    n = 120
+    lat, lon = 38 + 3 * rng.random(n), -108 + 5 * rng.random(n)
+    elev = 1200 + 2500 * rng.random(n)  # mountain stations: the lapse rate dominates the field
+    v = (35 - 0.0065 * elev + 0.3 * np.sin(lat * 2))[None].astype("float32")
+    hidden = np.zeros(n, bool)
+    hidden[::4] = True
+    st = xr.Dataset({"tmax": (("station",), np.where(hidden, np.nan, v[0]))},
+                    coords={"station": np.arange(n), "lat": ("station", lat), "lon": ("station", lon),
+                            "elevation": ("station", elev)})
+    with_trend = st.np.infill("tmax")
+    plain = geonp.Model.pretrained("bsa-tnp")
+    plain = replace(plain, normaliser=replace(plain.normaliser, elevation_trend=False))
+    without = st.np.infill("tmax", model=plain)
+    err = lambda out: np.sqrt(np.mean((out.tmax_mean.values[hidden] - v[0][hidden]) ** 2))  # noqa: E731
+    assert err(with_trend) < 0.5 * err(without)
+    assert err(with_trend) < 0.5

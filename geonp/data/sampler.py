@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ConfigError, NoDataError
 from ..normalise import Normaliser
-from .tasks import Task, Window
+from .tasks import Task, Window, make_task
 
 __all__ = ["SamplerConfig", "TaskSampler"]
 
@@ -110,6 +110,14 @@ class TaskSampler:
             return self._forecast(rng, e, i)
         return self._infill(rng, e, i)
 
+    def _gather(self, e: int, picks: list[tuple[int, np.ndarray]]):
+        """Coordinates, values, covariates and point indices of ``(frame, points)`` picks."""
+        pts = np.concatenate([p for _, p in picks]) if picks else np.zeros(0, dtype=int)
+        frames = np.concatenate([np.full(len(p), j) for j, p in picks]) if picks else np.zeros(0, dtype=int)
+        x = np.concatenate([self.window.xy[pts], self.window.t[frames][:, None]], 1)
+        z = None if self.cov is None else self.cov[frames, pts]
+        return x, self.values[e, frames, pts], z, pts
+
     def _infill(self, rng, e, i) -> Task:
         c, T = self.config, self.values.shape[1]
         lo, hi = np.log(c.keep_range[0]), np.log(c.keep_range[1])
@@ -117,11 +125,9 @@ class TaskSampler:
         frames = np.arange(max(0, i - c.half_window), min(T, i + c.half_window + 1))
         per_point = len(frames) * max(self.obs_fraction, 1e-3) * keep
         region = self._region(rng, int(max(32, c.max_context / per_point)))
-        xs, ys, zs = [], [], []
-        target_idx = None
+        picks, target_idx = [], None
         for j in frames:
-            v = self.values[e, j, region]
-            obs = np.flatnonzero(np.isfinite(v))
+            obs = np.flatnonzero(np.isfinite(self.values[e, j, region]))
             kept = obs[rng.random(len(obs)) < keep]
             if j == i:
                 if len(obs) >= 2 and len(kept) >= len(obs):  # keep at least one target
@@ -132,51 +138,38 @@ class TaskSampler:
                     radius = np.sqrt(rng.uniform(0.02, 0.2) * np.ptp(xy, 0).prod() / np.pi + 1e-12)
                     kept = kept[((xy - centre) ** 2).sum(1) > radius**2]
                 target_idx = np.setdiff1d(obs, kept)
-            pts = region[kept]
-            xs.append(np.concatenate([self.window.xy[pts], np.full((len(pts), 1), self.window.t[j])], 1))
-            ys.append(self.values[e, j, pts])
-            if self.cov is not None:
-                zs.append(self.cov[j, pts])
-        xc, yc = np.concatenate(xs), np.concatenate(ys)
-        if len(xc) > c.max_context:
-            sel = rng.choice(len(xc), c.max_context, replace=False)
-            xc, yc = xc[sel], yc[sel]
-            zs = [np.concatenate(zs)[sel]] if zs else zs
+            picks.append((j, region[kept]))
         if len(target_idx) > c.max_targets:
             target_idx = rng.choice(target_idx, c.max_targets, replace=False)
-        pts = region[target_idx]
-        if len(yc) == 0:  # nothing kept: move one target into the context
-            xc = np.concatenate([self.window.xy[pts[:1]], [[self.window.t[i]]]], 1)
-            yc = self.values[e, i, pts[:1]]
-            zs = [self.cov[i, pts[:1]]] if self.cov is not None else []
-            pts = pts[1:] if len(pts) > 1 else pts
-        xt = np.concatenate([self.window.xy[pts], np.full((len(pts), 1), self.window.t[i])], 1)
-        return self._task(xc, yc, np.concatenate(zs) if zs else None, xt, self.values[e, i, pts],
-                          None if self.cov is None else self.cov[i, pts])
+        targets = region[target_idx]
+        n_context = sum(len(p) for _, p in picks)
+        if n_context == 0:  # nothing kept: move one target into the context
+            picks, targets = [(i, targets[:1])], (targets[1:] if len(targets) > 1 else targets)
+        xc, yc, zc, pc = self._gather(e, picks)
+        if len(xc) > c.max_context:
+            sel = rng.choice(len(xc), c.max_context, replace=False)
+            xc, yc, pc = xc[sel], yc[sel], pc[sel]
+            zc = None if zc is None else zc[sel]
+        xt, yt, zt, pt = self._gather(e, [(i, targets)])
+        return self._task(xc, yc, zc, pc, xt, yt, zt, pt)
 
     def _forecast(self, rng, e, i) -> Task:
         c, T = self.config, self.values.shape[1]
         past = np.arange(max(0, i - c.context_frames + 1), i + 1)
         region = self._region(rng, int(max(16, c.max_context / (len(past) * max(self.obs_fraction, 1e-3)))))
-        xs, ys, zs = [], [], []
-        for j in past:
-            pts = region[np.isfinite(self.values[e, j, region])]
-            xs.append(np.concatenate([self.window.xy[pts], np.full((len(pts), 1), self.window.t[j])], 1))
-            ys.append(self.values[e, j, pts])
-            if self.cov is not None:
-                zs.append(self.cov[j, pts])
+        picks = [(j, region[np.isfinite(self.values[e, j, region])]) for j in past]
+        xc, yc, zc, pc = self._gather(e, picks)
         max_lead = min(c.max_lead, T - 1 - i)
         leads = rng.integers(1, max_lead + 1, size=c.max_targets)
         pts = region[rng.integers(len(region), size=c.max_targets)]
         frames = i + leads
-        yt = self.values[e, frames, pts]
-        ok = np.isfinite(yt)
-        frames, pts, yt = frames[ok], pts[ok], yt[ok]
+        ok = np.isfinite(self.values[e, frames, pts])
+        frames, pts = frames[ok], pts[ok]
         xt = np.concatenate([self.window.xy[pts], self.window.t[frames][:, None]], 1)
         zt = None if self.cov is None else self.cov[frames, pts]
-        return self._task(np.concatenate(xs), np.concatenate(ys), np.concatenate(zs) if zs else None, xt, yt, zt)
+        return self._task(xc, yc, zc, pc, xt, self.values[e, frames, pts], zt, pts)
 
-    def _task(self, xc, yc, zc, xt, yt, zt) -> Task:
-        shift, scale = self.norm.standardise(yc)
-        return Task(xc=xc, yc=((yc - shift) / scale)[:, None], xt=xt, zc=zc, zt=zt,
-                    yt=((yt - shift) / scale)[:, None], shift=shift, scale=scale)
+    def _task(self, xc, yc, zc, pc, xt, yt, zt, pt) -> Task:
+        elev = self.window.elevation
+        return make_task(self.norm, xc, yc, zc, None if elev is None else elev[pc], xt, zt,
+                         None if elev is None else elev[pt], yt=yt)

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
 
-__all__ = ["Window", "Task", "infill_tasks", "forecast_tasks"]
+__all__ = ["Window", "Task", "make_task", "infill_tasks", "forecast_tasks"]
 
 
 @dataclass
@@ -68,6 +68,14 @@ class Task:
     yt: np.ndarray | None = None  # [nt, 1] (training only)
     shift: float = 0.0
     scale: float = 1.0
+    offset: np.ndarray | None = None  # [nt] data units added to the mean (elevation trend)
+
+    def to_data(self, loc: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Model-unit predictions of the targets back to data units."""
+        mean = loc * self.scale + self.shift
+        if self.offset is not None:
+            mean = mean + self.offset
+        return mean, std * self.scale
 
     @property
     def num_context(self) -> int:
@@ -78,13 +86,31 @@ class Task:
         return len(self.xt)
 
 
+def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None) -> Task:
+    """A task with values standardised by its context, after removing the elevation trend.
+
+    ``ec``/``et`` are the elevations (m) of the context and target points, or ``None``.
+    """
+    slope = norm.elevation_slope(yc, ec)
+    offset = None
+    if slope != 0.0:
+        e0 = float(np.mean(ec))
+        yc = yc - slope * (ec - e0)
+        offset = slope * (np.asarray(et, dtype=np.float64) - e0)
+    shift, scale = norm.standardise(yc)
+    if yt is not None:
+        yt = ((yt - shift - (offset if offset is not None else 0.0)) / scale)[:, None]
+    return Task(xc=xc, yc=((yc - shift) / scale)[:, None], xt=xt, zc=zc, zt=zt, yt=yt, shift=shift, scale=scale,
+                offset=offset)
+
+
 def _points(xy: np.ndarray, t: float, idx: np.ndarray) -> np.ndarray:
     return np.concatenate([xy[idx], np.full((len(idx), 1), t)], 1)
 
 
 def _context(window: Window, frames: np.ndarray, cov: np.ndarray | None, exclude: dict | None = None):
     """Context points, values and covariates of ``frames`` (finite values only)."""
-    xs, ys, zs = [], [], []
+    xs, ys, zs, es = [], [], [], []
     for j in frames:
         ok = np.isfinite(window.values[j])
         if exclude is not None and j in exclude:
@@ -94,10 +120,13 @@ def _context(window: Window, frames: np.ndarray, cov: np.ndarray | None, exclude
         ys.append(window.values[j, idx])
         if cov is not None:
             zs.append(cov[j, idx])
+        if window.elevation is not None:
+            es.append(window.elevation[idx])
     xc = np.concatenate(xs) if xs else np.zeros((0, 3))
     yc = np.concatenate(ys) if ys else np.zeros(0)
     zc = np.concatenate(zs) if cov is not None and zs else None
-    return xc, yc, zc
+    ec = np.concatenate(es) if es else None
+    return xc, yc, zc, ec
 
 
 def infill_tasks(
@@ -122,7 +151,7 @@ def infill_tasks(
     tasks = []
     for i in frames:
         near = np.flatnonzero(np.abs(window.t - window.t[i]) <= half_window + 1e-9)
-        xc, yc, zc = _context(window, near, cov)
+        xc, yc, zc, ec = _context(window, near, cov)
         if len(yc) == 0:
             if skip_empty:
                 tasks.append(None)
@@ -131,11 +160,9 @@ def infill_tasks(
                 f"no observation within {half_window:g} time steps of frame {i} of this window; expected at least "
                 "one. Drop all-missing periods first or use a larger time window (time_window=)."
             )
-        shift, scale = norm.standardise(yc)
-        tasks.append(Task(
-            xc=xc, yc=((yc - shift) / scale)[:, None], xt=_points(window.xy, window.t[i], targets),
-            zc=zc, zt=None if cov is None else cov[i, targets], shift=shift, scale=scale,
-        ))
+        et = None if window.elevation is None else window.elevation[targets]
+        tasks.append(make_task(norm, xc, yc, zc, ec, _points(window.xy, window.t[i], targets),
+                               None if cov is None else cov[i, targets], et))
     return tasks
 
 
@@ -159,18 +186,18 @@ def forecast_tasks(
     tasks = []
     for i in inits:
         past = np.arange(max(0, i - context_frames + 1), i + 1)
-        xc, yc, zc = _context(window, past, cov)
+        xc, yc, zc, ec = _context(window, past, cov)
         if len(yc) == 0:
             if skip_empty:
                 tasks.append(None)
                 continue
             raise EmptyContextError(f"no observation in the {context_frames} frames up to the initial time; "
                                     "expected at least one. Pick another init_time.")
-        shift, scale = norm.standardise(yc)
         xt = np.concatenate([_points(window.xy, window.t[i] + lead, targets) for lead in leads])
         zt = None
         if cov is not None:
             zl = window.covariates(norm, window.hours[i] + np.asarray(lead_hours, dtype=np.float64))
             zt = np.concatenate([zl[k, targets] for k in range(len(leads))])
-        tasks.append(Task(xc=xc, yc=((yc - shift) / scale)[:, None], xt=xt, zc=zc, zt=zt, shift=shift, scale=scale))
+        et = None if window.elevation is None else np.tile(window.elevation[targets], len(leads))
+        tasks.append(make_task(norm, xc, yc, zc, ec, xt, zt, et))
     return tasks
