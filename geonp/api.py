@@ -21,6 +21,7 @@ from .chunked import build_problem, lazy_forecast, lazy_infill, observed_fractio
 from .errors import (
     ConfigError,
     CoordinateError,
+    ModelMismatchError,
     NoDataError,
     TimeAxisError,
     VariableNotFoundError,
@@ -250,6 +251,9 @@ def infill(
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
     target = _target_layout(targets, crs) if targets is not None else None
+    if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
+        raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
+                                 "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")
     problem = build_problem(ds, layout, m.normaliser, observed_fraction=1.0, targets=target)
     n_obs, n_all = _counts(problem.data)
     if n_obs == 0:

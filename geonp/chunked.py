@@ -29,6 +29,7 @@ __all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast"]
 
 #: default tile edge (grid cells) and station chunk when the input gives no chunks
 DEFAULT_TILE = 128
+GLOBAL_TILE = 32
 DEFAULT_STATIONS = 4096
 DEFAULT_FRAMES = 24
 
@@ -105,7 +106,20 @@ def _dask_data(ds: xr.Dataset, layout: Layout, chunks: dict) -> da.Array:
     return v.data
 
 
-def _spacing(space: Space, frame_km: np.ndarray) -> float:
+def _spacing(space: Space, frame_km: np.ndarray | None) -> float:
+    """Typical spacing of the points in km (great-circle neighbour distances when there is no frame)."""
+    if frame_km is None and space.is_grid:  # global data: no single metric frame
+        lon = np.deg2rad(space.lon.reshape(space.shape))
+        lat = np.deg2rad(space.lat.reshape(space.shape))
+        steps = []
+        for axis in (0, 1):
+            if space.shape[axis] > 1:
+                a = np.sin(np.diff(lat, axis=axis) / 2) ** 2 + np.cos(lat[:-1] if axis == 0 else lat[:, :-1]) * np.cos(
+                    lat[1:] if axis == 0 else lat[:, 1:]) * np.sin(np.diff(lon, axis=axis) / 2) ** 2
+                steps.append(float(np.median(2 * geo.EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
+        return float(np.sqrt(np.prod(steps))) if len(steps) == 2 else (steps[0] if steps else 1.0)
+    if frame_km is None:
+        frame_km = Frame("aeqd", *geo.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat)
     if space.is_grid:
         return grid_spacing_km(frame_km, space.shape)
     return station_spacing_km(frame_km)
@@ -140,9 +154,7 @@ def build_problem(
     if norm.space_unit_km is not None:
         unit_km = norm.space_unit_km
     else:
-        km = source.km if source.km is not None else Frame("aeqd", *geo.centre_of(source.lon, source.lat)).to_km(
-            source.lon, source.lat)
-        unit_km = context_spacing_km(_spacing(source, km), observed_fraction)
+        unit_km = context_spacing_km(_spacing(source, source.km), observed_fraction)
     times = None if layout.time is None else np.asarray(ds[layout.time].values)
     hours = np.zeros(1) if times is None else geo.time_hours(times)
     step = 1.0 if times is None else geo.time_step_hours(times)
@@ -165,11 +177,15 @@ def _distance_km(space: Space, idx: np.ndarray | None, lon0: float, lat0: float,
     return np.arccos(np.clip(c, -1, 1)) * geo.EARTH_RADIUS_KM
 
 
-def _tiles(space: Space, chunks: dict) -> list[tuple[tuple[slice, ...], np.ndarray]]:
-    """Output tiles: (slices per space dim, flat point indices)."""
+def _tiles(space: Space, chunks: dict, regional: bool = True) -> list[tuple[tuple[slice, ...], np.ndarray]]:
+    """Output tiles: (slices per space dim, flat point indices).
+
+    Global data get smaller default tiles (:data:`GLOBAL_TILE` cells) so that each window's own
+    projection stays local.
+    """
     per_dim = []
     for d, n in zip(space.dims, space.shape):
-        default = DEFAULT_TILE if space.is_grid else DEFAULT_STATIONS
+        default = (DEFAULT_TILE if regional else GLOBAL_TILE) if space.is_grid else DEFAULT_STATIONS
         size = int(chunks.get(d) or default)
         per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
     grid = np.arange(space.size).reshape(space.shape)
@@ -230,7 +246,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
     half_units = half * problem.step_hours / problem.time_unit_hours
     halo_km = float(settings["halo"]) * problem.unit_km
-    tiles = _tiles(problem.target, chunks)
+    tiles = _tiles(problem.target, chunks, problem.frame is not None)
     windows = [_window(problem, idx, halo_km) for _, idx in tiles]
     fchunks = _frame_chunks(T, frames_per_block)
     n_blocks = len(tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
@@ -267,7 +283,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     per_block = int(chunks.get("init_time") or 8)
     W = int(settings["context_frames"])
     halo_km = float(settings["halo"]) * problem.unit_km
-    tiles = _tiles(problem.target, chunks)
+    tiles = _tiles(problem.target, chunks, problem.frame is not None)
     windows = [_window(problem, idx, halo_km) for _, idx in tiles]
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
     n_blocks = len(tiles) * len(ichunks) * int(np.prod(problem.extra_shape))

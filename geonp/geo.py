@@ -178,11 +178,19 @@ def _find_time(ds: xr.Dataset, da: xr.DataArray) -> str | None:
     for dim in da.dims:
         if dim in ds.coords and np.issubdtype(ds[dim].dtype, np.datetime64):
             return str(dim)
-    for dim in da.dims:  # cftime or non-dimension time coordinates along a dim
-        for name, c in ds.coords.items():
-            if c.dims == (dim,) and (np.issubdtype(c.dtype, np.datetime64) or _attr(c, "standard_name") == "time"):
-                return str(dim)
     return None
+
+
+def _promote_time(ds: xr.Dataset, da: xr.DataArray) -> xr.Dataset:
+    """Make a datetime coordinate held along a dim (not as its index) the dimension coordinate."""
+    for dim in da.dims:
+        if dim in ds.coords and np.issubdtype(ds[dim].dtype, np.datetime64):
+            return ds
+    for dim in da.dims:
+        for name, c in ds.coords.items():
+            if name != dim and c.dims == (dim,) and np.issubdtype(c.dtype, np.datetime64):
+                return ds.swap_dims({dim: name})
+    return ds
 
 
 def describe(
@@ -219,6 +227,7 @@ def describe(
         Projected x/y coordinates without a CRS.
     """
     ds, var = select_variable(obj, var)
+    ds = _promote_time(ds, ds[var])
     da = ds[var]
     dims = set(da.dims)
     time = _find_time(ds, da)

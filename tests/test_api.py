@@ -279,3 +279,35 @@ def test_elevation_trend_is_removed_per_task_and_added_back():
     err = lambda out: np.sqrt(np.mean((out.tmax_mean.values[hidden] - v[0][hidden]) ** 2))  # noqa: E731
     assert err(with_trend) < 0.5 * err(without)
     assert err(with_trend) < 0.5
+
+
+def test_time_held_in_a_non_dimension_coordinate():
+    ds, _ = field(times=4)
+    renamed = ds.rename({"time": "valid_time"}).swap_dims({"valid_time": "step"})
+    renamed = renamed.assign_coords(step=np.arange(4))
+    out = renamed.np.infill("t2m")
+    assert "valid_time" in out.t2m_mean.dims
+    fc = renamed.fillna(280.0).np.forecast("t2m", hours=1)
+    assert fc.sizes["lead_time"] == 1
+
+
+def test_global_grid_uses_local_windows():
+    lat = np.linspace(-80, 80, 17)
+    lon = np.arange(0, 360, 10.0)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    v = (np.cos(np.deg2rad(la)) * 30 + np.sin(np.deg2rad(lo))).astype("float32")[None]
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), np.where(rng.random(v.shape) < 0.5, v, np.nan))},
+                    coords={"time": pd.date_range("2000-01-01", periods=1), "lat": lat, "lon": lon})
+    out = ds.np.infill("t")
+    gaps = np.isnan(ds.t.values)
+    assert np.isfinite(out.t_mean).all()
+    assert np.sqrt(np.mean((out.t_mean.values[gaps] - v[gaps]) ** 2)) < 0.5 * np.nanstd(v)
+
+
+def test_targets_without_elevation_for_an_elevation_model():
+    st = stations(times=3)
+    model = st.np.fit("tmax", steps=0, progress=False, calibration_tasks=4)
+    grid = xr.Dataset(coords={"lat": np.linspace(38, 41, 3), "lon": np.linspace(-108, -103, 4)})
+    with pytest.raises(ModelMismatchError, match="targets= has none"):
+        st.np.infill("tmax", model=model, targets=grid)
