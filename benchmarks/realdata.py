@@ -72,7 +72,7 @@ def era5_infill(args) -> dict:
            "results": {}}
     lo = int(ev[0]) - args.time_window
     trained = None
-    for kind in ("random", "block"):
+    for kind in args.kinds:
         full = _masked_era5(kind)
         fit_data = full.sel(time=slice(None, rt.ERA5_FIT_END))
         models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
@@ -235,9 +235,29 @@ def _row(label: str, r: dict, cols=("rmse", "mae", "nll", "coverage", "crps")) -
     return f"| {label} | " + " | ".join(cells) + f" | {r.get('wall_s', float('nan')):.0f} / {r.get('cpu_s', float('nan')):.0f} |"
 
 
+def _infill_doc(inf: dict, kind: str) -> list[str]:
+    m = inf["machine"]
+    lines = [f"**ERA5 t2m infill, {kind}** ({inf['eval_frames']} eval frames; geonp uses ±{inf['time_window']} h of "
+             f"neighbouring frames, each masked the same way; {m.get('date', '')}, {m.get('cpu', '')}; wall / CPU "
+             "seconds cover predicting every frame the eval needs)", "",
+             "| method | RMSE K | MAE | NLL | 95 % cov | CRPS | wall / CPU s |", "|---|---|---|---|---|---|---|"]
+    for key, r in inf["results"].items():
+        if key.startswith(kind + "/"):
+            lines.append(_row("geonp " + key.split("/", 1)[1], r))
+    lines.append("")
+    for k, f in inf["fits"].items():
+        lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on the masked "
+                     f"2019-03-01..21, std scale {f['std_scale']:.2f}.")
+    return lines + [""]
+
+
 def doc() -> None:
     lines = []
-    inf = _load("era5-infill")
+    for kind in ("random", "block"):
+        inf = _load(f"era5-infill-{kind}")
+        if inf:
+            lines += _infill_doc(inf, kind)
+    inf = None
     if inf:
         m = inf["machine"]
         lines += [f"Measured {m.get('date', '')} on {m.get('cpu', m.get('processor', 'this machine'))} "
@@ -308,13 +328,16 @@ def main() -> None:
     parser.add_argument("--step-hours", type=int, default=6, help="ERA5 infill eval frame spacing")
     parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"])
     parser.add_argument("--frames", type=int, default=8, help="frames of the scaling grids")
+    parser.add_argument("--kinds", nargs="+", default=["random", "block"], choices=["random", "block"],
+                        help="ERA5 infill masks to run (each saved as realdata-era5-infill-<kind>.json)")
     parser.add_argument("--doc", action="store_true", help="rebuild the docs section from saved results")
     args = parser.parse_args()
     if args.part:
         fn = {"era5-infill": era5_infill, "era5-forecast": era5_forecast, "colorado": colorado,
               "era5-month": era5_month, "scaling": scaling}[args.part]
         result = fn(args)
-        save_json(f"realdata-{args.part}", result)
+        name = args.part if args.part != "era5-infill" else f"era5-infill-{'-'.join(args.kinds)}"
+        save_json(f"realdata-{name}", result)
     if args.doc or args.part:
         doc()
 
