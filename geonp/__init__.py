@@ -16,28 +16,27 @@ import pyproj  # noqa: F401  isort: skip
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import accessor as _accessor  # noqa: F401  registers ds.np / da.np
 from .errors import (
     CheckpointError,
     CheckpointNotFoundError,
     ConfigError,
     CoordinateError,
     CRSError,
-    VariableNotFoundError,
-    VariableTypeError,
-    NoDataError,
-    TimeAxisError,
-    ModelMismatchError,
-    OutputExistsError,
     DataFormatError,
-    InputNotFoundError,
     EmptyContextError,
     GeonpError,
+    InputNotFoundError,
     InvalidBatchError,
+    ModelMismatchError,
+    NoDataError,
     NonFiniteError,
+    OutputExistsError,
+    TimeAxisError,
     UnknownOptionError,
+    VariableNotFoundError,
+    VariableTypeError,
 )
-
-from . import accessor as _accessor  # noqa: F401  registers ds.np / da.np
 from .io import open_dataset, to_zarr
 
 try:

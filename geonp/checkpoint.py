@@ -20,7 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._files import check_archive as _check_archive, check_plain as _check_plain, write_atomic as _write
+from ._files import check_archive as _check_archive
+from ._files import check_plain as _check_plain
+from ._files import write_atomic as _write
 from .errors import CheckpointError, ConfigError, UnknownOptionError
 from .models import NeuralProcess, get_spec, model_from_config, model_names
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pyproj
 
-from .checkpoint import read_checkpoint, save_model
 from .checkpoint import load_model as _load_net
+from .checkpoint import read_checkpoint, save_model
 from .errors import CheckpointNotFoundError, ModelMismatchError, UnknownOptionError, VariableTypeError
 from .models import NeuralProcess, model_names
 from .normalise import Normaliser

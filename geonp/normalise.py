@@ -142,7 +142,9 @@ class Normaliser:
         floor = max(self.value_std_floor, 1e-6 * max(abs(shift), 1.0))
         return shift, max(scale, floor)
 
-    def covariate_columns(self, elevation_m: np.ndarray | None, lon_deg: np.ndarray, hours: np.ndarray) -> np.ndarray | None:
+    def covariate_columns(
+        self, elevation_m: np.ndarray | None, lon_deg: np.ndarray, hours: np.ndarray
+    ) -> np.ndarray | None:
         """Covariates ``[T, P, covariate_dims]`` for times ``hours`` ``[T]`` (hours since 1970) and points ``[P]``."""
         if not self.covariates:
             return None

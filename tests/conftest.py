@@ -5,7 +5,6 @@ import pyproj  # noqa: F401  isort: skip
 import pytest
 import torch
 
-
 # tiny test models run several times faster on one thread, and steadier on a shared machine
 torch.set_num_threads(1)
 

@@ -104,7 +104,8 @@ def test_descending_latitude_and_0_360_longitude_give_the_same_answer():
 def test_extra_dims_are_independent_problems():
     a, _ = field(seed=1)
     b = a.copy()
-    b["t2m"] = a.t2m.dims, 560.0 - np.nan_to_num(a.t2m.values[:, ::-1], nan=280.0)  # other values, the same gaps (so the same zero-shot units)
+    # other values, the same gaps (so the same zero-shot units)
+    b["t2m"] = a.t2m.dims, 560.0 - np.nan_to_num(a.t2m.values[:, ::-1], nan=280.0)
     b["t2m"] = b.t2m.where(a.t2m.notnull())
     both = xr.concat([a, b], dim="member")
     out = both.np.infill("t2m")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from geonp.errors import UnknownOptionError
-from geonp.models.attention import attention, dense_attention, default_tiles, tiled_attention
+from geonp.models.attention import attention, default_tiles, dense_attention, tiled_attention
 from geonp.models.bias import RBFBias, SumBias, TEScore, great_circle_sqdist, pairwise_sqdist
 
 SCORES = {
@@ -156,7 +156,7 @@ def test_flex_backend__matches_dense(name):
 
 
 def test_flex_backend__refuses_gradients_and_te_scores():
-    """flex is inference-only and only for additive biases: typed errors say what to use instead."""
+    """Flex is inference-only and only for additive biases: typed errors say what to use instead."""
     from geonp.errors import ConfigError
 
     q, k, v, xq, xk = _inputs(1, 2, 4, 5, 4, torch.float32, False)

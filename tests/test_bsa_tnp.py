@@ -31,7 +31,7 @@ def _shift(batch, by):
 @pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d"])
 @pytest.mark.parametrize(("dz", "dy"), [(0, 1), (2, 3)])
 def test_kr_models__output_shapes(name, dz, dy):
-    """loc and scale are [b, nt, y_dims] and scale is positive."""
+    """Loc and scale are [b, nt, y_dims] and scale is positive."""
     model = build_model(name, space_dims=2, time_dims=1, covariate_dims=dz, y_dims=dy, **TINY)
     with torch.no_grad():
         pred = model(_batch(dz=dz, dy=dy))

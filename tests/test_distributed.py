@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_api import field
 
 import geonp  # noqa: F401
-
-from test_api import field
 
 PACKAGE = Path(geonp.__file__).resolve().parent
 

@@ -39,7 +39,7 @@ def _shift(batch, by):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(("dz", "dy"), [(0, 1), (2, 2)])
 def test_te_models__output_shapes(name, dz, dy):
-    """loc and scale are [b, nt, y_dims], finite, scale positive, also with padding masks."""
+    """Loc and scale are [b, nt, y_dims], finite, scale positive, also with padding masks."""
     model = build_model(name, space_dims=2, covariate_dims=dz, y_dims=dy, **{**TINY, **dict(MODELS)[name]})
     batch = _batch(dz=dz, dy=dy)
     mc, mt = torch.ones(2, 12, dtype=torch.bool), torch.ones(2, 9, dtype=torch.bool)

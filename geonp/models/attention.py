@@ -15,7 +15,6 @@ coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
 
 from __future__ import annotations
 
-
 from collections.abc import Sequence
 
 import torch

@@ -22,7 +22,6 @@ from torch import Tensor, nn
 from ..errors import ConfigError, UnknownOptionError
 from .attention import MIN_EXPONENT, ScoreMod
 
-
 __all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
 
 METRICS = ("euclidean", "geodesic")
