@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import realdata_tasks as rt  # noqa: E402
 from _common import RESULTS, machine, peak_rss_mb, save_json, update_doc_section  # noqa: E402
 
+import geonp  # noqa: E402, F401  registers the .np accessor
+
 ZERO_SHOT = ("bsa-tnp", "te-pt-tnp")
 
 
