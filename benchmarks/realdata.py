@@ -257,27 +257,10 @@ def doc() -> None:
         inf = _load(f"era5-infill-{kind}")
         if inf:
             lines += _infill_doc(inf, kind)
-    inf = None
-    if inf:
-        m = inf["machine"]
-        lines += [f"Measured {m.get('date', '')} on {m.get('cpu', m.get('processor', 'this machine'))} "
-                  f"({m.get('threads', '?')} torch threads, torch {m.get('torch', '?')}). Wall / CPU seconds "
-                  "include loading the model and predicting every frame the eval needs.", ""]
-        for kind in ("random", "block"):
-            lines += [f"**ERA5 t2m infill, {kind}** ({inf['eval_frames']} eval frames; geonp uses ±"
-                      f"{inf['time_window']} h of neighbouring frames, each masked the same way)", "",
-                      "| method | RMSE K | MAE | NLL | 95 % cov | CRPS | wall / CPU s |", "|---|---|---|---|---|---|---|"]
-            for key, r in inf["results"].items():
-                if key.startswith(kind + "/"):
-                    lines.append(_row("geonp " + key.split("/", 1)[1], r))
-            lines.append("")
-        for k, f in inf["fits"].items():
-            lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on the masked "
-                         f"2019-03-01..21, std scale {f['std_scale']:.2f}, covariates {f['covariates']}.")
-        lines.append("")
     fc = _load("era5-forecast")
     if fc:
-        lines += [f"**ERA5 t2m forecast** ({fc['inits']} inits, {fc['context_frames']} past frames as context, RMSE K per lead / NLL at +6 h / coverage at +6 h)", "",
+        lines += [f"**ERA5 t2m forecast** ({fc['inits']} inits, {fc['context_frames']} past frames as context, "
+                  "RMSE K per lead / NLL at +6 h / coverage at +6 h)", "",
                   "| method | +1 h | +2 h | +3 h | +4 h | +5 h | +6 h | NLL +6 h | cov +6 h | wall / CPU s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for label, r in fc["results"].items():
