@@ -8,35 +8,28 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import geo
-from .chunked import build_problem, lazy_forecast, lazy_infill, observed_fraction
+from . import frames, geo
+from .chunked import build_problem, lazy_forecast, lazy_infill, observed_counts
 from .errors import (
     ConfigError,
-    CoordinateError,
     ModelMismatchError,
     NoDataError,
     TimeAxisError,
     VariableNotFoundError,
 )
 from .model import Model, resolve_model, with_settings
+from .output import finish, space_coords, variable_attrs
 
 __all__ = ["infill", "forecast", "fit", "parse_duration"]
 
 _COVARIATE_KEYWORDS = ("hour", "doy")
-
-
-def _version() -> str:
-    from . import __version__
-
-    return __version__
 
 
 def parse_duration(value: float | int | str | None) -> float | None:
@@ -86,19 +79,15 @@ def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tupl
 
 def _prepare(obj, var, *, crs, covariates) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
     elev_name, elev_da, explicit = _split_covariates(covariates)
-    ds, _ = geo.select_variable(obj, var)
+    ds, name = geo.select_variable(obj, var)
     if elev_da is not None:
         ds = ds.assign_coords(elevation=elev_da)
         elev_name = "elevation"
     if elev_name is not None and elev_name not in ds.variables:
         raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
                                     f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")
-    ds, layout = geo.describe(ds, var if var is not None else _only_var(ds, obj), crs=crs, elevation=elev_name)
+    ds, layout = geo.describe(ds, name, crs=crs, elevation=elev_name)
     return ds, layout, explicit
-
-
-def _only_var(ds: xr.Dataset, obj) -> str | None:
-    return obj.name if isinstance(obj, xr.DataArray) else None
 
 
 def _chunks(chunks, layout: geo.Layout, data_chunks: tuple | None) -> dict:
@@ -140,94 +129,17 @@ def _input_chunks(ds: xr.Dataset, layout: geo.Layout):
     return c
 
 
-def _counts(problem_data) -> tuple[int, int]:
-    return observed_fraction(problem_data)
-
-
-def _target_layout(targets, crs) -> tuple[xr.Dataset, geo.Layout]:
-    """Coordinates to predict at, from a Dataset/DataArray (its data values are ignored)."""
-    if isinstance(targets, xr.DataArray):
-        targets = targets.to_dataset(name=targets.name or "__target__")
-    if not isinstance(targets, xr.Dataset):
-        raise ConfigError(f"targets= got a {type(targets).__name__}; expected an xarray Dataset or DataArray whose "
-                          "coordinates are the points to predict at.")
-    coords = xr.Dataset(coords={k: v for k, v in targets.coords.items()})
-    ref = None
-    for name, c in coords.coords.items():
-        if c.ndim >= 1 and (geo._is_lat(name, c) or str(name).lower() in ("y", "northing")):
-            ref = c
-            break
-    if ref is None:
-        raise CoordinateError(f"targets= has no recognisable space coordinates (found {list(coords.coords)}); "
-                              "expected latitude/longitude or x/y coordinates.")
-    dims = []
-    for c in coords.coords.values():
-        if c.ndim >= 1 and (geo._is_lat(c.name, c) or geo._is_lon(c.name, c)
-                            or str(c.name).lower() in ("x", "y", "easting", "northing")):
-            dims += [d for d in c.dims if d not in dims]
-    zeros = xr.DataArray(np.zeros([coords.sizes[d] for d in dims], dtype=np.float32), dims=dims)
-    tds = coords.assign(__target__=zeros)
-    for k in ("spatial_ref", "crs"):
-        if k in targets.variables and k not in tds.variables:
-            tds = tds.assign_coords({k: targets[k]})
-    _, layout = geo.describe(tds, "__target__", crs=crs)
-    if layout.time is not None or layout.extra_dims:
-        raise CoordinateError("targets= must hold space coordinates only (no time or other dims); the time steps "
-                              "come from the data.")
-    return tds, layout
-
-
-# --- output ----------------------------------------------------------------------------------
-
-
-def _attrs_of(da: xr.DataArray, kind: str, var: str) -> dict:
-    src = da.attrs
-    name = src.get("standard_name")
-    if not name or str(name).lower() in ("unknown", "undefined", "none"):  # e.g. cfgrib's placeholder
-        name = None
-    attrs = {k: src[k] for k in ("units",) if k in src}
-    long = src.get("long_name", var)
-    if kind == "mean":
-        attrs.update(long_name=f"{long} (predictive mean)", ancillary_variables=f"{var}_std")
-        if name:
-            attrs["standard_name"] = name
-    elif kind == "std":
-        attrs.update(long_name=f"{long} (predictive standard deviation)",
-                     standard_name=f"{name or var} standard_error")
-    else:
-        attrs.update(long_name=f"{long} (observations, gaps filled with the predictive mean)",
-                     ancillary_variables=f"{var}_std")
-        if name:
-            attrs["standard_name"] = name
-    return attrs
-
-
-def _finish(out: xr.Dataset, layout: geo.Layout, model: Model, task: str, lazy: bool,
-            crs_layout: geo.Layout | None = None) -> xr.Dataset:
-    from .io.crs import write_crs
-
-    out = write_crs(out, (crs_layout or layout).crs)
-    out.attrs.update({
-        "Conventions": "CF-1.8",
-        "title": f"geonp {task} of {layout.var}",
-        "history": f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
-                   f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})",
-        "source": f"geonp {_version()} neural process {model.name}",
-        "geonp_version": _version(),
-        "geonp_model": model.name,
-        "geonp_model_source": model.source or "in memory",
-        "geonp_checkpoint_sha256": model.digest,
-        "geonp_task": task,
-    })
-    return out if lazy else out.compute()
-
-
-def _space_coords(ds: xr.Dataset, layout: geo.Layout) -> dict:
-    keep = {}
-    for name, c in ds.coords.items():
-        if set(c.dims) <= set(layout.space_dims) and c.dims:
-            keep[name] = c
-    return keep
+def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None):
+    """Count the observations (one streamed pass), refuse inputs with nothing to do, build the problem once."""
+    n_obs, n_all = observed_counts(ds, layout)
+    if n_obs == 0:
+        raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
+                          "Check the variable and the selection (e.g. .sel(time=...)).")
+    if task == "infill" and target is None and n_obs == n_all:
+        raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
+                          "(e.g. ds.where(mask)), or pass targets= to predict at other coordinates.")
+    # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
+    return build_problem(ds, layout, model.normaliser, observed_fraction=n_obs / n_all, targets=target)
 
 
 def infill(
@@ -250,20 +162,11 @@ def infill(
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
-    target = _target_layout(targets, crs) if targets is not None else None
+    target = geo.describe_targets(targets, crs) if targets is not None else None
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
                                  "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")
-    problem = build_problem(ds, layout, m.normaliser, observed_fraction=1.0, targets=target)
-    n_obs, n_all = _counts(problem.data)
-    if n_obs == 0:
-        raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
-                          "Check the variable and the selection (e.g. .sel(time=...)).")
-    if target is None and n_obs == n_all:
-        raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
-                          "(e.g. ds.where(mask)), or pass targets= to predict at other coordinates.")
-    if m.normaliser.space_unit_km is None:  # shipped weights: space unit = the spacing of the observations
-        problem = build_problem(ds, layout, m.normaliser, observed_fraction=n_obs / n_all, targets=target)
+    problem = _plan(ds, layout, m, "infill", target)
     from .inference import ModelPayload, resolve_device
 
     dev = str(resolve_device(device))
@@ -273,11 +176,11 @@ def infill(
     out_layout = target[1] if target is not None else layout
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
     coords = {d: ds[d] for d in [*layout.extra_dims, layout.time] if d is not None and d in ds.coords}
-    coords.update(_space_coords(out_ds, out_layout))
+    coords.update(space_coords(out_ds, out_layout))
     src = ds[layout.var]
     data_vars = {
-        f"{layout.var}_mean": (dims, mean, _attrs_of(src, "mean", layout.var)),
-        f"{layout.var}_std": (dims, std, _attrs_of(src, "std", layout.var)),
+        f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
+        f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }
     out = xr.Dataset(data_vars, coords=coords)
     if layout.time is None:
@@ -285,12 +188,12 @@ def infill(
     if target is None:
         observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
         filled = observed.where(observed.notnull(), out[f"{layout.var}_mean"].astype(src.dtype))
-        out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(_attrs_of(src, "filled", layout.var))
+        out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(variable_attrs(src, "filled", layout.var))
         out = out.transpose(*src.dims)
-    return _finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
+    return finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
 
 
-def _init_indices(times: np.ndarray, init_time, context_frames: int) -> np.ndarray:
+def _init_indices(times: np.ndarray, init_time) -> np.ndarray:
     if init_time is None:
         return np.array([len(times) - 1])
     try:
@@ -331,7 +234,7 @@ def forecast(
     times = np.asarray(ds[layout.time].values)
     if len(times) < 2:
         raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one.")
-    step = geo.time_step_hours(times)
+    step = frames.time_step_hours(times)
     try:
         hours = float(hours)
     except (TypeError, ValueError) as exc:
@@ -342,15 +245,10 @@ def forecast(
                             f"use e.g. hours={step * max(1, round(n_leads)):g}.")
     m = with_settings(resolve_model(model), halo=halo, context_frames=context_frames)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True)
-    inits = _init_indices(times, init_time, int(m.settings["context_frames"]))
+    inits = _init_indices(times, init_time)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
-    problem = build_problem(ds, layout, m.normaliser, observed_fraction=1.0)
-    n_obs, n_all = _counts(problem.data)
-    if n_obs == 0:
-        raise NoDataError(f"every value of {layout.var!r} is missing; there is nothing to forecast from.")
-    if m.normaliser.space_unit_km is None:
-        problem = build_problem(ds, layout, m.normaliser, observed_fraction=n_obs / n_all)
+    problem = _plan(ds, layout, m, "forecast")
     from .inference import ModelPayload, resolve_device
 
     leads = np.arange(1, int(round(n_leads)) + 1)
@@ -359,7 +257,7 @@ def forecast(
     lead_td = pd.to_timedelta(leads * step, unit="h").values
     init_values = times[inits]
     coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
-    coords.update(_space_coords(ds, layout))
+    coords.update(space_coords(ds, layout))
     coords["init_time"] = ("init_time", init_values)
     coords["lead_time"] = ("lead_time", lead_td, {"long_name": "lead time", "standard_name": "forecast_period"})
     coords["valid_time"] = (("init_time", "lead_time"), init_values[:, None] + lead_td[None, :],
@@ -367,10 +265,10 @@ def forecast(
     dims = [*layout.extra_dims, "init_time", "lead_time", *layout.space_dims]
     src = ds[layout.var]
     out = xr.Dataset({
-        f"{layout.var}_mean": (dims, mean, _attrs_of(src, "mean", layout.var)),
-        f"{layout.var}_std": (dims, std, _attrs_of(src, "std", layout.var)),
+        f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
+        f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }, coords=coords)
-    return _finish(out, layout, m, "forecast", lazy)
+    return finish(out, layout, m, "forecast", lazy)
 
 
 def fit(
@@ -412,9 +310,9 @@ def fit(
             names.append("elevation")
         if layout.time is not None and len(ds[layout.time]) > 1:
             times = ds[layout.time].values
-            if geo.time_step_hours(times) < 24:
+            if frames.time_step_hours(times) < 24:
                 names.append("hour")
-            span_days = (geo.time_hours(times[-1:]) - geo.time_hours(times[:1]))[0] / 24
+            span_days = (frames.time_hours(times[-1:]) - frames.time_hours(times[:1]))[0] / 24
             if span_days >= 60:
                 names.append("doy")
         explicit = tuple(names)
@@ -427,6 +325,3 @@ def fit(
                      covariates=explicit, preset=preset, pretrained=pretrained, device=device, progress=progress,
                      half_window=time_window, context_frames=context_frames, **train_options)
 
-
-def _as_list(x) -> Sequence:
-    return list(x) if isinstance(x, (list, tuple)) else [x]

@@ -20,12 +20,13 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from . import geo
-from .geo import Frame, Layout
+from . import frames, geo
+from .frames import Frame
+from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
 
-__all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast"]
+__all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast", "observed_counts"]
 
 #: default tile edge (grid cells) and station chunk when the input gives no chunks
 DEFAULT_TILE = 128
@@ -57,11 +58,11 @@ class Space:
 
 def space_of(ds: xr.Dataset, layout: Layout, frame: Frame | None) -> Space:
     """Points of ``layout``'s space dims in ``frame`` (km)."""
-    lon, lat = geo.lonlat_of(ds, layout)
+    lon, lat = frames.lonlat_of(ds, layout)
     km = None
     if frame is not None:
         if frame.kind == "projected":
-            x, y = geo.space_points(ds, layout)
+            x, y = frames.space_points(ds, layout)
             km = frame.to_km(x, y)
         else:
             km = frame.to_km(lon, lat)
@@ -116,10 +117,10 @@ def _spacing(space: Space, frame_km: np.ndarray | None) -> float:
             if space.shape[axis] > 1:
                 a = np.sin(np.diff(lat, axis=axis) / 2) ** 2 + np.cos(lat[:-1] if axis == 0 else lat[:, :-1]) * np.cos(
                     lat[1:] if axis == 0 else lat[:, 1:]) * np.sin(np.diff(lon, axis=axis) / 2) ** 2
-                steps.append(float(np.median(2 * geo.EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
+                steps.append(float(np.median(2 * frames.EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
         return float(np.sqrt(np.prod(steps))) if len(steps) == 2 else (steps[0] if steps else 1.0)
     if frame_km is None:
-        frame_km = Frame("aeqd", *geo.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat)
+        frame_km = Frame("aeqd", *frames.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat)
     if space.is_grid:
         return grid_spacing_km(frame_km, space.shape)
     return station_spacing_km(frame_km)
@@ -134,8 +135,8 @@ def build_problem(
     targets: tuple[xr.Dataset, Layout] | None = None,
 ) -> Problem:
     """Decide frames, units and point coordinates for ``layout.var`` (and optional other targets)."""
-    regional = geo.is_regional(ds, layout)
-    frame = geo.make_frame(ds, layout) if regional else None
+    regional = frames.is_regional(ds, layout)
+    frame = frames.make_frame(ds, layout) if regional else None
     source = space_of(ds, layout, frame)
     if targets is not None:
         tds, tlayout = targets
@@ -156,8 +157,8 @@ def build_problem(
     else:
         unit_km = context_spacing_km(_spacing(source, source.km), observed_fraction)
     times = None if layout.time is None else np.asarray(ds[layout.time].values)
-    hours = np.zeros(1) if times is None else geo.time_hours(times)
-    step = 1.0 if times is None else geo.time_step_hours(times)
+    hours = np.zeros(1) if times is None else frames.time_hours(times)
+    step = 1.0 if times is None else frames.time_step_hours(times)
     time_unit = norm.time_unit_hours or step
     extra_shape = tuple(ds.sizes[d] for d in layout.extra_dims)
     return Problem(_dask_data(ds, layout, {}), layout, source, target, frame, norm, float(unit_km),
@@ -174,7 +175,7 @@ def _distance_km(space: Space, idx: np.ndarray | None, lon0: float, lat0: float,
     lam0, phi0 = np.deg2rad(lon0), np.deg2rad(lat0)
     c = np.sin(phi0) * np.sin(np.deg2rad(lat)) + np.cos(phi0) * np.cos(np.deg2rad(lat)) * np.cos(
         np.deg2rad(lon) - lam0)
-    return np.arccos(np.clip(c, -1, 1)) * geo.EARTH_RADIUS_KM
+    return np.arccos(np.clip(c, -1, 1)) * frames.EARTH_RADIUS_KM
 
 
 def _tiles(space: Space, chunks: dict, regional: bool = True) -> list[tuple[tuple[slice, ...], np.ndarray]]:
@@ -195,7 +196,7 @@ def _tiles(space: Space, chunks: dict, regional: bool = True) -> list[tuple[tupl
 def _window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
     """Source selection (slices for grids, indices for stations) and the block's point coordinates."""
     src, tgt = problem.source, problem.target
-    lon0, lat0 = geo.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
+    lon0, lat0 = frames.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
     frame = problem.frame
     centre_km = None
     if frame is not None:
@@ -313,7 +314,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     return _assemble(means), _assemble(stds)
 
 
-def observed_fraction(data: da.Array) -> tuple[int, int]:
-    """(observed values, total values), computed chunk by chunk."""
-    n_obs = int(da.isfinite(data).sum().compute())
-    return n_obs, int(math.prod(data.shape))
+def observed_counts(ds: xr.Dataset, layout: Layout) -> tuple[int, int]:
+    """(observed values, total values) of ``layout.var``, computed chunk by chunk."""
+    data = _dask_data(ds, layout, {})
+    return int(da.isfinite(data).sum().compute()), int(math.prod(data.shape))

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from . import geo
+from . import frames, geo
 from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
 from .errors import NoDataError
@@ -100,7 +100,7 @@ def fit_model(
     """Fit ``model`` on ``layout.var`` of ``ds``; see :func:`geonp.api.fit`."""
     name = str(model).lower().replace("_", "-")
     times = ds[layout.time].values if layout.time is not None else None
-    step = geo.time_step_hours(times) if times is not None else 1.0
+    step = frames.time_step_hours(times) if times is not None else 1.0
     # scales: fixed from the training data and saved with the model
     probe = build_problem(ds, layout, Normaliser(time_unit_hours=step), observed_fraction=1.0)
     data = probe.data
@@ -133,7 +133,7 @@ def fit_model(
             settings[key] = value
     sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],
                           max_lead=6)
-    sampler = TaskSampler(values, window, norm, time_unit_per_frame=1.0, config=sconf)
+    sampler = TaskSampler(values, window, norm, config=sconf)
 
     overrides = OVERRIDES.get(name, {})
     net = build_model(name, preset=preset, space_dims=2, time_dims=1, covariate_dims=norm.covariate_dims,
@@ -187,7 +187,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     else:
         cal = SamplerConfig(task="forecast", max_context=4096, max_targets=512,
                             context_frames=settings["context_frames"], max_lead=config.max_lead)
-    sampler = TaskSampler(values, window, norm, time_unit_per_frame=1.0, config=cal)
+    sampler = TaskSampler(values, window, norm, config=cal)
     rng = np.random.default_rng(10_000 + seed)
     tasks = []
     while len(tasks) < n_tasks:
@@ -212,9 +212,9 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
 def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:
     src = problem.source
     if src.km is None:
-        from .geo import Frame
+        from .frames import Frame
 
-        km = Frame("aeqd", *geo.centre_of(src.lon, src.lat)).to_km(src.lon, src.lat)
+        km = Frame("aeqd", *frames.centre_of(src.lon, src.lat)).to_km(src.lon, src.lat)
     else:
         km = src.km
     return Window(values=np.zeros((len(keep), 0)), xy=km / problem.unit_km, t=problem.t_units[keep],

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from geonp import geo
+from geonp import frames, geo
 from geonp.errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
 from geonp.normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
 
@@ -97,7 +97,7 @@ def test_projected_grid_needs_a_crs():
         geo.describe(ds)
     _, layout = geo.describe(ds, crs="EPSG:27700")
     assert not layout.geographic and pyproj.CRS.from_wkt(layout.crs_wkt).to_epsg() == 27700
-    frame = geo.make_frame(ds, layout)
+    frame = frames.make_frame(ds, layout)
     assert frame.kind == "projected" and frame.km_per_unit == pytest.approx(1e-3)
 
 
@@ -124,10 +124,10 @@ def test_extra_dims_are_separate_problems():
 
 
 def test_aeqd_frame_is_metric_and_wraps_the_dateline():
-    f = geo.Frame("aeqd", 180.0, 0.0)
+    f = frames.Frame("aeqd", 180.0, 0.0)
     km = f.to_km(np.array([179.0, -179.0]), np.array([0.0, 0.0]))
     assert np.linalg.norm(km[0] - km[1]) == pytest.approx(222.6, rel=1e-3)  # 2° of equator, across the dateline
-    pole = geo.Frame("aeqd", 0.0, 90.0).to_km(np.array([0.0, 180.0]), np.array([89.0, 89.0]))
+    pole = frames.Frame("aeqd", 0.0, 90.0).to_km(np.array([0.0, 180.0]), np.array([89.0, 89.0]))
     assert np.linalg.norm(pole[0] - pole[1]) == pytest.approx(222.4, rel=1e-2)
 
 

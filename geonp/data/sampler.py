@@ -61,18 +61,14 @@ class TaskSampler:
         Coordinates of the frames and points (its ``values`` are ignored).
     norm : Normaliser
         Scales (covariates, value standardisation).
-    time_unit_per_frame : float
-        Model time units between consecutive frames.
     config : SamplerConfig
         Counts and windows.
     """
 
-    def __init__(self, values: np.ndarray, window: Window, norm: Normaliser, time_unit_per_frame: float,
-                 config: SamplerConfig) -> None:
+    def __init__(self, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig) -> None:
         self.values = np.asarray(values, dtype=np.float64)
         self.window = window
         self.norm = norm
-        self.dt = float(time_unit_per_frame)
         self.config = config
         E, T, P = self.values.shape
         finite = np.isfinite(self.values)

@@ -1,0 +1,153 @@
+"""Model-space geometry: metric frames for horizontal coordinates, and time in hours.
+
+The models only see coordinate *differences*, so any metric frame works. Longitude/latitude
+points are mapped to an azimuthal equidistant projection in km, centred on the data (one centre
+for the whole dataset when it spans at most :data:`REGIONAL_RADIUS_KM` from its centre, so
+chunked and unchunked runs see identical coordinates; otherwise one centre per window). Projected
+x/y grids with a CRS use their own coordinates, converted to km. See ``docs/geometry.md``.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import pyproj  # noqa: F401  isort: skip  (before anything can load eccodes)
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .geo import Layout
+
+__all__ = [
+    "Frame", "make_frame", "space_points", "lonlat_of", "centre_of", "radius_km", "is_regional",
+    "time_hours", "time_step_hours", "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
+]
+
+#: datasets within this radius of their centre share one projection centre
+REGIONAL_RADIUS_KM = 2500.0
+EARTH_RADIUS_KM = 6371.0088
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A metric frame for horizontal coordinates: azimuthal equidistant km, or a projected CRS in km."""
+
+    kind: str  # "aeqd" or "projected"
+    lon0: float = 0.0
+    lat0: float = 0.0
+    km_per_unit: float = 1.0  # projected: size of the CRS's axis unit in km
+
+    def to_km(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """``[n, 2]`` coordinates in km in this frame."""
+        x = np.asarray(x, dtype=np.float64).ravel()
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if self.kind == "projected":
+            return np.stack([x, y], -1) * self.km_per_unit
+        t = _aeqd(self.lon0, self.lat0)
+        e, n = t.transform(x, y)
+        return np.stack([np.asarray(e), np.asarray(n)], -1)
+
+    def to_dict(self) -> dict:
+        """Plain-data form."""
+        return {"kind": self.kind, "lon0": self.lon0, "lat0": self.lat0, "km_per_unit": self.km_per_unit}
+
+
+_AEQD_CACHE: dict[tuple[float, float], pyproj.Transformer] = {}
+
+
+def _aeqd(lon0: float, lat0: float) -> pyproj.Transformer:
+    key = (round(lon0, 9), round(lat0, 9))
+    if key not in _AEQD_CACHE:
+        if len(_AEQD_CACHE) > 256:
+            _AEQD_CACHE.clear()
+        _AEQD_CACHE[key] = pyproj.Transformer.from_crs(
+            "EPSG:4326", f"+proj=aeqd +lat_0={lat0} +lon_0={lon0} +datum=WGS84 +units=km", always_xy=True
+        )
+    return _AEQD_CACHE[key]
+
+
+def centre_of(lon: np.ndarray, lat: np.ndarray) -> tuple[float, float]:
+    """Centre of points on the sphere (normalised mean of unit vectors), in degrees."""
+    lon = np.deg2rad(np.asarray(lon, dtype=np.float64).ravel())
+    lat = np.deg2rad(np.asarray(lat, dtype=np.float64).ravel())
+    v = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)]).mean(1)
+    norm = np.linalg.norm(v)
+    if norm < 1e-9:  # points spread over the whole globe: any centre is as good
+        return 0.0, 0.0
+    v = v / norm
+    return float(np.rad2deg(np.arctan2(v[1], v[0]))), float(np.rad2deg(np.arcsin(np.clip(v[2], -1, 1))))
+
+
+def radius_km(lon: np.ndarray, lat: np.ndarray, centre: tuple[float, float]) -> float:
+    """Largest great-circle distance from ``centre`` to the points, in km."""
+    lon0, lat0 = np.deg2rad(centre)
+    lon = np.deg2rad(np.asarray(lon, dtype=np.float64).ravel())
+    lat = np.deg2rad(np.asarray(lat, dtype=np.float64).ravel())
+    c = np.sin(lat0) * np.sin(lat) + np.cos(lat0) * np.cos(lat) * np.cos(lon - lon0)
+    return float(np.arccos(np.clip(c, -1.0, 1.0)).max() * EARTH_RADIUS_KM)
+
+
+def space_points(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Horizontal coordinates of every point of the space dims, flattened in C order: ``(x, y)``."""
+    xa = ds[layout.x].transpose(*[d for d in layout.space_dims if d in ds[layout.x].dims])
+    ya = ds[layout.y].transpose(*[d for d in layout.space_dims if d in ds[layout.y].dims])
+    shape = tuple(ds.sizes[d] for d in layout.space_dims)
+    if layout.is_grid and xa.ndim == 1 and ya.ndim == 1:
+        xi = layout.space_dims.index(xa.dims[0])
+        yi = layout.space_dims.index(ya.dims[0])
+        grids = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
+        x = np.asarray(xa.values, dtype=np.float64)[grids[xi]]
+        y = np.asarray(ya.values, dtype=np.float64)[grids[yi]]
+    else:
+        x = np.broadcast_to(np.asarray(xa.values, dtype=np.float64), shape)
+        y = np.broadcast_to(np.asarray(ya.values, dtype=np.float64), shape)
+    return x.reshape(-1), y.reshape(-1)
+
+
+def make_frame(ds: xr.Dataset, layout: Layout) -> Frame:
+    """The metric frame of the dataset (see the module docstring)."""
+    if not layout.geographic:
+        crs = layout.crs
+        factor = crs.axis_info[0].unit_conversion_factor if crs.axis_info else 1.0
+        return Frame("projected", km_per_unit=float(factor) / 1000.0)
+    x, y = space_points(ds, layout)
+    lon0, lat0 = centre_of(x, y)
+    return Frame("aeqd", lon0, lat0)
+
+
+def is_regional(ds: xr.Dataset, layout: Layout) -> bool:
+    """Whether one projection centre serves the whole dataset."""
+    if not layout.geographic:
+        return True
+    x, y = space_points(ds, layout)
+    return radius_km(x, y, centre_of(x, y)) <= REGIONAL_RADIUS_KM
+
+
+def lonlat_of(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Longitude/latitude in degrees of every space point (projected data are transformed)."""
+    x, y = space_points(ds, layout)
+    if layout.geographic:
+        return x, y
+    t = pyproj.Transformer.from_crs(layout.crs, "EPSG:4326", always_xy=True)
+    lon, lat = t.transform(x, y)
+    return np.asarray(lon), np.asarray(lat)
+
+
+# --- time ----------------------------------------------------------------------------------
+
+
+def time_hours(values: np.ndarray, reference: np.datetime64 | None = None) -> np.ndarray:
+    """Hours since ``reference`` (default 1970-01-01) as float64."""
+    t = pd.to_datetime(np.asarray(values)).values.astype("datetime64[ns]")
+    ref = np.datetime64("1970-01-01T00:00", "ns") if reference is None else np.datetime64(reference, "ns")
+    return (t - ref).astype("timedelta64[ns]").astype(np.float64) / 3.6e12
+
+
+def time_step_hours(values: np.ndarray) -> float:
+    """The data's time step in hours: the median spacing (1.0 for a single time)."""
+    h = time_hours(values)
+    if len(h) < 2:
+        return 1.0
+    return float(np.median(np.diff(h)))

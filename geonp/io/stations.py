@@ -1,0 +1,164 @@
+"""Station tables in CSV → an :class:`xarray.Dataset` with a ``station`` dim (and ``time`` when given).
+
+One row per observation; columns are found case-insensitively (see :func:`open_csv`). No torch here.
+"""
+
+from __future__ import annotations
+
+import pyproj  # noqa: F401  isort: skip  (before cfgrib can load eccodes; see geonp/__init__.py)
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..errors import CRSError, DataFormatError
+from .crs import write_crs
+
+__all__ = ["open_csv"]
+
+# station-table columns, matched case-insensitively, first match wins
+_STATION_COLUMNS = ("station", "station_id", "id", "name")
+_LAT_COLUMNS = ("lat", "latitude")
+_LON_COLUMNS = ("lon", "longitude")
+_TIME_COLUMNS = ("time", "date", "datetime")
+_ELEVATION_COLUMNS = ("elevation", "altitude", "height", "elev")
+
+
+def _find_column(columns: Sequence[str], candidates: Sequence[str]) -> str | None:
+    """Return the first column whose lower-cased name is one of ``candidates`` (in candidate order)."""
+    lower = {c.lower().strip(): c for c in reversed(list(columns))}
+    return next((lower[c] for c in candidates if c in lower), None)
+
+
+def _station_columns(df: pd.DataFrame, path: Path, crs: pyproj.CRS | None) -> dict[str, str | None]:
+    """Locate the id, coordinate, time and elevation columns of a station table."""
+    cols = [str(c) for c in df.columns]
+    found = {
+        "station": _find_column(cols, _STATION_COLUMNS),
+        "lat": _find_column(cols, _LAT_COLUMNS),
+        "lon": _find_column(cols, _LON_COLUMNS),
+        "x": _find_column(cols, ("x",)),
+        "y": _find_column(cols, ("y",)),
+        "time": _find_column(cols, _TIME_COLUMNS),
+        "elevation": _find_column(cols, _ELEVATION_COLUMNS),
+    }
+    has_latlon = bool(found["lat"] and found["lon"])
+    has_xy = bool(found["x"] and found["y"])
+    if not (has_latlon or has_xy):
+        raise DataFormatError(
+            f"{path.name!r} has columns {cols}; expected station coordinates as 'lat'/'latitude' and "
+            "'lon'/'longitude' (or projected 'x' and 'y' with crs=), plus optional 'station' (or "
+            "'station_id', 'id', 'name'), 'time' (or 'date', 'datetime') and 'elevation'; rename the columns"
+        )
+    if not has_latlon and crs is None:
+        raise CRSError(
+            f"{path.name!r} gives station positions as projected 'x'/'y' columns but no crs was given; "
+            "expected the coordinate reference system of x/y; pass crs=, e.g. crs='EPSG:27700'"
+        )
+    if has_latlon and crs is not None and not crs.is_geographic:
+        raise CRSError(
+            f"{path.name!r} has 'lat'/'lon' columns but crs={crs.name!r} is projected; expected a geographic "
+            "CRS (e.g. 'EPSG:4326') for latitude/longitude; drop crs= or rename the columns to x/y"
+        )
+    if not has_latlon:
+        found["lat"] = found["lon"] = None
+    return found
+
+
+def _per_station(df: pd.DataFrame, key: str, column: str, path: Path) -> np.ndarray:
+    """One value per station of a column that must not vary within a station."""
+    counts = df.groupby(key, sort=False)[column].nunique(dropna=True)
+    if (counts > 1).any():
+        bad = counts.index[counts > 1][:3].tolist()
+        raise DataFormatError(
+            f"{path.name!r}: column {column!r} takes several values for station(s) {bad}; expected one "
+            f"{column!r} per station; give moving stations different ids or fix the values"
+        )
+    return df.groupby(key, sort=False)[column].first().to_numpy()
+
+
+def _station_ids(df: pd.DataFrame, found: dict[str, str | None]) -> pd.Series:
+    """Station ids: the id column, or one id per distinct position when there is none."""
+    if found["station"] is not None:
+        return df[found["station"]]
+    position = [c for c in (found["lat"], found["lon"], found["x"], found["y"]) if c]
+    return df.groupby(position, sort=False).ngroup()
+
+
+def open_csv(path: Path, *, chunks: Any = None, crs: pyproj.CRS | None = None, **kwargs: Any) -> xr.Dataset:
+    """Read a station table: one row per observation (station, position, optional time, values)."""
+    try:
+        df = pd.read_csv(path, **kwargs)
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise DataFormatError(
+            f"pandas could not read {path.name!r} as CSV ({err}); expected a comma-separated table with a "
+            "header row; pass sep=... or other pandas.read_csv options"
+        ) from err
+    found = _station_columns(df, path, crs)
+    df = df.assign(_station=_station_ids(df, found).to_numpy())
+    if found["time"] is not None:
+        df["_time"] = _parse_times(df[found["time"]], path)
+    ds = _station_table_to_dataset(df, found, path)
+    if crs is not None:
+        ds = write_crs(ds, crs)
+    return ds if chunks is None else ds.chunk(chunks)
+
+
+def _parse_times(column: pd.Series, path: Path) -> pd.Series:
+    """Parse a time column, with a readable error."""
+    try:
+        return pd.to_datetime(column)
+    except (ValueError, TypeError):
+        pass
+    try:  # ISO dates of mixed precision, e.g. 2019-03-01 and 2019-03-01T12:00
+        return pd.to_datetime(column, format="ISO8601")
+    except (ValueError, TypeError) as err:
+        raise DataFormatError(
+            f"{path.name!r}: time column {column.name!r} could not be parsed as dates ({err}); expected ISO "
+            "dates such as 2019-03-01 or 2019-03-01T12:00; fix the column or rename it if it is not a time"
+        ) from err
+
+
+def _station_table_to_dataset(df: pd.DataFrame, found: dict[str, str | None], path: Path) -> xr.Dataset:
+    """Pivot the observation rows to ``(time, station)`` arrays with per-station coordinates."""
+    used = {c for c in found.values() if c} | {"_station", "_time"}
+    data_columns = [c for c in df.columns if c not in used and pd.api.types.is_numeric_dtype(df[c])]
+    stations = pd.unique(df["_station"])
+    coords: dict[str, Any] = {"station": ("station", stations)}
+    names = {"lat": "lat", "lon": "lon", "x": "x", "y": "y", "elevation": "elevation"}
+    for role, name in names.items():
+        if found[role] is not None:
+            coords[name] = ("station", _per_station(df, "_station", found[role], path).astype(float))
+    for column in df.columns:
+        if column not in used and column not in data_columns:  # text columns fixed per station, e.g. names
+            if (df.groupby("_station", sort=False)[column].nunique(dropna=False) <= 1).all():
+                coords[str(column)] = ("station", df.groupby("_station", sort=False)[column].first().to_numpy())
+    if "_time" not in df:
+        _check_unique(df, ["_station"], path)
+        table = df.set_index("_station")[data_columns].reindex(stations)
+        variables = {str(c): ("station", table[c].to_numpy(dtype=float)) for c in data_columns}
+        return xr.Dataset(variables, coords=coords)
+    _check_unique(df, ["_time", "_station"], path)
+    times = np.sort(pd.unique(df["_time"].dropna()))
+    coords["time"] = ("time", times)
+    variables = {}
+    for column in data_columns:
+        table = df.pivot(index="_time", columns="_station", values=column).reindex(index=times, columns=stations)
+        variables[str(column)] = (("time", "station"), table.to_numpy(dtype=float))
+    return xr.Dataset(variables, coords=coords)
+
+
+def _check_unique(df: pd.DataFrame, keys: list[str], path: Path) -> None:
+    """Refuse two rows for the same station (and time)."""
+    duplicated = df.duplicated(keys, keep=False)
+    if duplicated.any():
+        rows = (df.index[duplicated][:3] + 2).tolist()  # +2: 1-based, after the header line
+        what = "station and time" if len(keys) == 2 else "station (and there is no time column)"
+        raise DataFormatError(
+            f"{path.name!r} has several rows for the same {what}, e.g. lines {rows}; expected one row per "
+            "station and time; remove the duplicates or add a 'time' column"
+        )

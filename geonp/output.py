@@ -1,0 +1,73 @@
+"""The output Dataset's metadata: CF attributes of the predicted variables, CRS and provenance.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import xarray as xr
+
+from . import geo
+
+__all__ = ["variable_attrs", "finish", "space_coords"]
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
+    """CF attributes of ``{var}_mean`` / ``_std`` / ``_filled`` (``kind``) from the input variable ``da``."""
+    src = da.attrs
+    name = src.get("standard_name")
+    if not name or str(name).lower() in ("unknown", "undefined", "none"):  # e.g. cfgrib's placeholder
+        name = None
+    attrs = {k: src[k] for k in ("units",) if k in src}
+    long = src.get("long_name", var)
+    if kind == "mean":
+        attrs.update(long_name=f"{long} (predictive mean)", ancillary_variables=f"{var}_std")
+        if name:
+            attrs["standard_name"] = name
+    elif kind == "std":
+        attrs.update(long_name=f"{long} (predictive standard deviation)",
+                     standard_name=f"{name or var} standard_error")
+    else:
+        attrs.update(long_name=f"{long} (observations, gaps filled with the predictive mean)",
+                     ancillary_variables=f"{var}_std")
+        if name:
+            attrs["standard_name"] = name
+    return attrs
+
+
+def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
+            crs_layout: geo.Layout | None = None) -> xr.Dataset:
+    """Add the CRS (of ``crs_layout``, default ``layout``) and global CF/provenance attributes; compute unless lazy."""
+    from .io.crs import write_crs
+
+    out = write_crs(out, (crs_layout or layout).crs)
+    out.attrs.update({
+        "Conventions": "CF-1.8",
+        "title": f"geonp {task} of {layout.var}",
+        "history": f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
+                   f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})",
+        "source": f"geonp {_version()} neural process {model.name}",
+        "geonp_version": _version(),
+        "geonp_model": model.name,
+        "geonp_model_source": model.source or "in memory",
+        "geonp_checkpoint_sha256": model.digest,
+        "geonp_task": task,
+    })
+    return out if lazy else out.compute()
+
+
+def space_coords(ds: xr.Dataset, layout: geo.Layout) -> dict:
+    """The coordinates of ``ds`` that lie on the space dims (copied to the output)."""
+    keep = {}
+    for name, c in ds.coords.items():
+        if set(c.dims) <= set(layout.space_dims) and c.dims:
+            keep[name] = c
+    return keep
