@@ -105,29 +105,31 @@ def era5_forecast(args) -> dict:
     da = rt.load_era5()
     ds = da.to_dataset(name="t2m")
     inits = rt.era5_forecast_inits()
-    models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
+    # (model, reference) per row: the shipped default ("auto" -> diurnal here) and the raw variable
+    models = {f"{m} (zero-shot)": (m, None) for m in ZERO_SHOT}
+    models.update({f"{m} (zero-shot, reference none)": (m, "none") for m in ZERO_SHOT})
     fits = {}
     train = ds.sel(time=slice(None, rt.ERA5_FIT_END))
     for m in ZERO_SHOT:
         model, info = _fit(train, "t2m", "forecast", 0, steps=0, model=m, context_frames=args.context_frames)
-        models[f"{m} (calibrated)"] = model
+        models[f"{m} (calibrated)"] = (model, None)
         fits[f"{m} (calibrated)"] = {**info, **model.metadata["calibration"]}
     if args.fit_cpu > 0:
         model, info = _fit(train, "t2m", "forecast", args.fit_cpu, context_frames=args.context_frames)
-        models["bsa-tnp (trained + calibrated)"] = model
+        models["bsa-tnp (trained + calibrated)"] = (model, None)
         fits["bsa-tnp (trained + calibrated)"] = {**info, **model.metadata["calibration"]}
     out = {"machine": machine(), "inits": int(len(inits)), "context_frames": args.context_frames, "fits": fits,
            "results": {}}
     truth = da.values
-    for label, model in models.items():
+    for label, (model, ref) in models.items():
         start = _clock()
         fc = ds.np.forecast("t2m", hours=6, model=model, init_time=da.time.values[inits],
-                            context_frames=args.context_frames)
+                            context_frames=args.context_frames, reference=ref)
         per_lead = []
         for k, lead in enumerate(rt.ERA5_LEADS):
             y = np.stack([truth[i + lead] for i in inits])
             per_lead.append(rt.scores(y.ravel(), fc.t2m_mean.values[:, k].ravel(), fc.t2m_std.values[:, k].ravel()))
-        res = {"per_lead": per_lead, **_since(start)}
+        res = {"per_lead": per_lead, "reference": fc.attrs.get("geonp_reference"), **_since(start)}
         out["results"][label] = res
         print(label, [round(r["rmse"], 3) for r in per_lead], [round(r["nll"], 3) for r in per_lead], flush=True)
     return out

@@ -62,9 +62,12 @@ class GeonpAccessor:
         """Forecast ``var`` at every lead up to ``hours`` after ``init_time`` (default: the last step).
 
         Takes ``model``, ``init_time`` (one time or a list), ``chunks``, ``device``, ``crs``,
-        ``halo`` and ``context_frames`` (past frames used as context). Returns ``{var}_mean``
-        and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a ``valid_time``
-        coordinate.
+        ``halo``, ``context_frames`` (past frames used as context) and ``reference``
+        (``"diurnal"``: the network forecasts the change since the same hour a day earlier, which
+        is added back; ``"none"``: the variable itself; default: the model's, ``"auto"`` for
+        shipped models, which picks diurnal for sub-daily data with a day of history). Returns
+        ``{var}_mean`` and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a
+        ``valid_time`` coordinate.
         """
         from . import api
 
@@ -75,7 +78,8 @@ class GeonpAccessor:
 
         Takes ``model`` (default ``"bsa-tnp"``), ``task`` (``"infill"`` or ``"forecast"``),
         ``max_time`` (``"10min"``) and/or ``steps``, ``seed``, ``covariates``, ``pretrained``
-        (start from shipped weights, default ``True``), ``device`` and ``progress``.
+        (start from shipped weights, default ``True``), ``device``, ``progress`` and, for
+        ``task="forecast"``, ``reference`` (see :meth:`forecast`; saved with the model).
         """
         from . import api
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import frames, geo
+from . import frames, geo, reference as references
 from .chunked import build_problem, lazy_forecast, lazy_infill, observed_counts
 from .errors import (
     ConfigError,
@@ -224,6 +224,7 @@ def forecast(
     crs=None,
     halo: float | None = None,
     context_frames: int | None = None,
+    reference: str | None = None,
     batch_size: int = 8,
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
@@ -246,9 +247,12 @@ def forecast(
     m = with_settings(resolve_model(model), halo=halo, context_frames=context_frames)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True)
     inits = _init_indices(times, init_time)
+    kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
+                                   context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
+    work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
-    problem = _plan(ds, layout, m, "forecast")
+    problem = _plan(work, layout, m, "forecast")
     from .inference import ModelPayload, resolve_device
 
     leads = np.arange(1, int(round(n_leads)) + 1)
@@ -268,7 +272,24 @@ def forecast(
         f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
         f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }, coords=coords)
-    return finish(out, layout, m, "forecast", lazy)
+    if kind == "diurnal":
+        name = f"{layout.var}_mean"
+        out[name] = references.add_back(out[name], ds, layout.var, layout.time, inits, leads, lag)
+    out = finish(out, layout, m, "forecast", lazy)
+    out.attrs["geonp_reference"] = kind
+    return out
+
+
+def _reference_of(model: Model, reference: str | None) -> str:
+    """The reference to use: the option, unless the model was fitted with another one."""
+    own = str(model.settings.get("reference", "auto"))
+    if reference is None:
+        return own
+    wanted = references.check(reference)
+    if own != "auto" and wanted not in ("auto", own):
+        raise ModelMismatchError(f"this model was fitted to forecast with reference={own!r}, not {wanted!r}; "
+                                 f"leave reference= out, or fit a model with reference={wanted!r}.")
+    return wanted
 
 
 def fit(
@@ -288,6 +309,7 @@ def fit(
     progress: bool = True,
     time_window: int | None = None,
     context_frames: int | None = None,
+    reference: str = "auto",
     **train_options: Any,
 ) -> Model:
     """Train a model on the dataset itself; see :meth:`GeonpAccessor.fit`."""
@@ -321,7 +343,15 @@ def fit(
                                     "coordinate; pass covariates=[<name>] or an elevation DataArray.")
     if ("hour" in explicit or "doy" in explicit) and layout.time is None:
         raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
-    return fit_model(ds, layout, model=model, task=task, max_time=seconds, steps=steps, seed=seed,
+    kind = "none"
+    if task == "forecast":  # train on departures from the reference, as forecast will predict them
+        step = frames.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
+        kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]))
+        if kind == "diurnal":
+            ds = references.departure(ds, layout.var, layout.time, lag)
+    else:
+        references.check(reference)
+    return fit_model(ds, layout, model=model, task=task, reference=kind, max_time=seconds, steps=steps, seed=seed,
                      covariates=explicit, preset=preset, pretrained=pretrained, device=device, progress=progress,
                      half_window=time_window, context_frames=context_frames, **train_options)
 

@@ -306,7 +306,9 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                      "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
                      "norm": problem.norm.to_dict(), "tile_shape": shape, "device": device,
                      "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
-                blk = dask.delayed(forecast_block, pure=True)(payload_d, values, m)
+                # the initial frame at the tile's own points: calibrated forecasts shrink towards it
+                persist = problem.data[(*e, ini, *slices)] if problem.norm.lead_mean_weight else None
+                blk = dask.delayed(forecast_block, pure=True)(payload_d, values, m, persist)
                 inner = (len(ini), len(leads), *shape)
                 full = (1,) * len(e) + inner
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)

@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--init-time", nargs="+", metavar="ISO", help="initial time(s) (default: the last time step)")
     _predict_options(p)
     p.add_argument("--context-frames", type=int, metavar="N", help="past frames used as context")
+    p.add_argument("--reference", choices=("auto", "diurnal", "none"),
+                   help="forecast departures from the same hour a day earlier (diurnal), or the variable itself "
+                        "(none); default: the model's, auto for shipped models")
 
     p = sub.add_parser("fit", help="train a model on the data itself and save it",
                        description="Train a model on the data (context/target splits of the data itself) and save "
@@ -123,6 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--covariates", nargs="*", metavar="NAME",
                    help="elevation variable/coordinate name, 'hour', 'doy'; none after the flag means none at all")
+    p.add_argument("--reference", choices=("auto", "diurnal", "none"), default="auto",
+                   help="--task forecast: learn departures from the same hour a day earlier (diurnal) or the "
+                        "variable itself (none); default auto (diurnal for sub-daily data with two days or more)")
 
     p = sub.add_parser("demo", help="infill a synthetic gridded field with a shipped model, score it and map it",
                        description="Infill a synthetic 48x48x7 field with gaps (a known space-time GP on an EPSG:3035 "
@@ -202,7 +208,7 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
-                              halo=args.halo, context_frames=args.context_frames)
+                              halo=args.halo, context_frames=args.context_frames, reference=args.reference)
     _write(result, out, args, history, start)
 
 
@@ -216,7 +222,7 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     ds = _open(args, None)
     model = api.fit(ds, args.var, model=args.model, task=args.task, max_time=args.max_time, steps=args.steps,
                     seed=args.seed, covariates=args.covariates, crs=args.crs, device=args.device,
-                    progress=not args.quiet)
+                    progress=not args.quiet, reference=args.reference)
     model.metadata.setdefault("command", history)
     model.save(out)
     steps = model.metadata.get("steps")

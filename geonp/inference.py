@@ -201,8 +201,14 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     return out.reshape(2, len(meta["frames"]), *meta["tile_shape"])
 
 
-def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
-    """Predict one output block of a forecast: ``[2, inits, leads, target points]`` (float32)."""
+def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
+                   persistence: np.ndarray | None = None) -> np.ndarray:
+    """Predict one output block of a forecast: ``[2, inits, leads, target points]`` (float32).
+
+    ``persistence`` (``[inits, *tile_shape]``, the targets' values at the initial times) is needed
+    when the normaliser's ``lead_mean_weight`` calibrates the mean; where it is missing the
+    network's mean is kept.
+    """
     net, device, norm, window, targets = _setup(payload, values, meta)
     leads = np.asarray(meta["leads"])
     tasks = forecast_tasks(window, meta["frames"], leads, meta["lead_hours"], targets, norm,
@@ -212,4 +218,9 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.
                 len(meta["frames"]), n_tgt)
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
     out[1] *= np.asarray(norm.std_factor(np.asarray(meta["lead_frames"])), dtype=np.float32).reshape(-1, 1)
+    weight = norm.mean_weight(np.asarray(meta["lead_frames"]))
+    if weight is not None and persistence is not None:
+        p = np.asarray(persistence, dtype=np.float32).reshape(len(meta["frames"]), 1, -1)
+        shrunk = p + weight.astype(np.float32).reshape(1, -1, 1) * (out[0] - p)
+        out[0] = np.where(np.isfinite(p), shrunk, out[0])
     return out.reshape(2, len(meta["frames"]), len(leads), *meta["tile_shape"])

@@ -29,6 +29,7 @@ DEFAULT_SETTINGS = {
     "half_window": 3,  # infill: frames each side of the target frame used as context
     "context_frames": 4,  # forecast: frames up to the initial time used as context
     "halo": 8.0,  # space halo around each output chunk, in model space units
+    "reference": "auto",  # forecast: what the network forecasts a departure from (geonp.reference)
 }
 
 
@@ -155,7 +156,7 @@ def load_model(path: str | os.PathLike) -> Model:
         return Model(net, Normaliser(), name=payload["model"], task="any", source=str(path))
     return Model(
         net, Normaliser.from_dict(info["normaliser"]), name=info["name"], task=info["task"],
-        variables=tuple(info["variables"]), crs_wkt=info["crs_wkt"], settings=dict(info["settings"]),
+        variables=tuple(info["variables"]), crs_wkt=info["crs_wkt"], settings={"reference": "none", **info["settings"]},
         source=str(path), metadata=(payload.get("metadata") or {}).get("training") or {},
     )
 

@@ -58,6 +58,9 @@ class Normaliser:
         :func:`geonp.fitting.calibrate` on held-out points of the training data).
     lead_std_scale : tuple of float
         Forecast calibration per lead (in frames, lead 1 first); the last value serves longer leads.
+    lead_mean_weight : tuple of float
+        Forecast calibration of the mean per lead: ``persistence + w * (mean - persistence)``, with
+        persistence the value at the initial time (empty: the network's mean as it is).
     elevation_trend : bool
         When the points have an elevation, remove a linear trend in elevation fitted to each task's
         context (least squares) before standardising, and add it back to the predictive mean: the
@@ -74,6 +77,7 @@ class Normaliser:
     value_std: float = 1.0
     std_scale: float = 1.0
     lead_std_scale: tuple[float, ...] = ()
+    lead_mean_weight: tuple[float, ...] = ()
     elevation_trend: bool = True
     extra: dict = field(default_factory=dict)
 
@@ -96,6 +100,7 @@ class Normaliser:
         d = asdict(self)
         d["covariates"] = list(self.covariates)
         d["lead_std_scale"] = list(self.lead_std_scale)
+        d["lead_mean_weight"] = list(self.lead_mean_weight)
         return d
 
     @classmethod
@@ -108,6 +113,7 @@ class Normaliser:
         data = dict(data)
         data["covariates"] = tuple(data.get("covariates", ()))
         data["lead_std_scale"] = tuple(data.get("lead_std_scale", ()))
+        data["lead_mean_weight"] = tuple(data.get("lead_mean_weight", ()))
         return cls(**data)
 
     def std_factor(self, lead_frames: np.ndarray | None = None) -> np.ndarray | float:
@@ -115,6 +121,14 @@ class Normaliser:
         if lead_frames is None or not self.lead_std_scale:
             return self.std_scale
         table = np.asarray(self.lead_std_scale, dtype=np.float64)
+        idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
+        return table[idx]
+
+    def mean_weight(self, lead_frames: np.ndarray) -> np.ndarray | None:
+        """Weight of the network's departure from persistence per lead, or ``None`` when uncalibrated."""
+        if not self.lead_mean_weight:
+            return None
+        table = np.asarray(self.lead_mean_weight, dtype=np.float64)
         idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
         return table[idx]
 

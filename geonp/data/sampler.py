@@ -163,7 +163,9 @@ class TaskSampler:
         frames, pts = frames[ok], pts[ok]
         xt = np.concatenate([self.window.xy[pts], self.window.t[frames][:, None]], 1)
         zt = None if self.cov is None else self.cov[frames, pts]
-        return self._task(xc, yc, zc, pc, xt, self.values[e, frames, pts], zt, pts)
+        task = self._task(xc, yc, zc, pc, xt, self.values[e, frames, pts], zt, pts)
+        task.persistence = self.values[e, i, pts]
+        return task
 
     def _task(self, xc, yc, zc, pc, xt, yt, zt, pt) -> Task:
         elev = self.window.elevation

@@ -69,6 +69,7 @@ class Task:
     shift: float = 0.0
     scale: float = 1.0
     offset: np.ndarray | None = None  # [nt] data units added to the mean (elevation trend)
+    persistence: np.ndarray | None = None  # [nt] data units: the targets' values at the initial frame (forecast)
 
     def to_data(self, loc: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-unit predictions of the targets back to data units."""

@@ -1,0 +1,117 @@
+"""Reference forecasts: what the network forecasts a departure from.
+
+Near-surface fields follow a daily cycle that a stationary space-time prior does not know: left
+to itself, a forecast drifts back towards the mean of its context, and loses to persistence. With
+``reference="diurnal"`` the network forecasts the change since the same hour one day earlier,
+
+    D(t) = y(t) - y(t - 24 h),
+
+a field without the daily cycle whose past frames are its context, and the forecast adds
+``y(valid_time - 24 h)`` back (a known value, so the predictive std is unchanged). The diurnal
+persistence forecast ``y(t0) + y(t0 + h - 24 h) - y(t0 - 24 h)`` is the special case where the
+network keeps ``D(t0)``.
+
+``"auto"`` picks ``"diurnal"`` for sub-daily steps that divide a day, leads up to 24 h and at least
+a day of history before the first initial time (plus the context frames); otherwise ``"none"``
+(the network forecasts the variable itself). No torch here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .errors import ConfigError, TimeAxisError
+
+__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "add_back"]
+
+REFERENCES = ("auto", "diurnal", "none")
+
+
+def check(reference: str) -> str:
+    """``reference`` lower-cased, or a :class:`~geonp.errors.ConfigError` when it is not one of :data:`REFERENCES`."""
+    ref = str(reference).lower()
+    if ref not in REFERENCES:
+        raise ConfigError(f"reference={reference!r}; expected one of {REFERENCES}.")
+    return ref
+
+
+def day_lag(step_hours: float) -> int | None:
+    """Frames per day when the time step divides a day and is shorter than one, else ``None``."""
+    n = 24.0 / step_hours
+    if step_hours >= 24 or abs(n - round(n)) > 1e-6:
+        return None
+    return int(round(n))
+
+
+def resolve(reference: str, step_hours: float, *, first_init: int | None = None, context_frames: int = 1,
+            max_lead_hours: float = 0.0, n_frames: int | None = None) -> tuple[str, int]:
+    """``("diurnal", frames per day)`` or ``("none", 0)`` for these data.
+
+    Parameters
+    ----------
+    reference : {"auto", "diurnal", "none"}
+    step_hours : float
+        The data's time step.
+    first_init : int, optional
+        Index of the earliest initial time (forecast); it needs a day plus ``context_frames - 1``
+        frames of history.
+    context_frames : int
+        Past frames used as context.
+    max_lead_hours : float
+        Longest lead; the reference value ``y(valid - 24 h)`` must be observed, so at most 24 h.
+    n_frames : int, optional
+        Frames in the data (fit): at least two days are needed to learn from departures.
+
+    Raises
+    ------
+    ConfigError
+        Unknown ``reference``.
+    TimeAxisError
+        ``"diurnal"`` asked for on data that cannot support it (says why).
+    """
+    ref = check(reference)
+    if ref == "none":
+        return "none", 0
+    lag = day_lag(step_hours)
+    problems = []
+    if lag is None:
+        problems.append(f"the time step ({step_hours:g} h) is not a sub-daily step that divides 24 h")
+    else:
+        if max_lead_hours > 24:
+            problems.append(f"hours={max_lead_hours:g} is beyond 24 h, where y(valid - 24 h) is not yet observed")
+        if first_init is not None and first_init - lag - (context_frames - 1) < 0:
+            problems.append(f"the first initial time has {first_init} earlier frames; it needs "
+                            f"{lag + context_frames - 1} (one day plus {context_frames - 1} context frames)")
+        if n_frames is not None and n_frames < 2 * lag:
+            problems.append(f"the data have {n_frames} frames; learning daily departures needs at least {2 * lag}")
+    if not problems:
+        return "diurnal", int(lag)
+    if ref == "auto":
+        return "none", 0
+    raise TimeAxisError("reference='diurnal' cannot be used: " + "; ".join(problems)
+                        + ". Pass reference='none', or give more history / shorter hours.")
+
+
+def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:
+    """``ds`` with ``var`` replaced by its change over ``lag`` frames (lazy when ``var`` is dask-backed).
+
+    The first ``lag`` frames become missing. Attributes are kept.
+    """
+    y = ds[var]
+    d = (y - y.shift({time_dim: lag})).astype(y.dtype).assign_attrs(y.attrs)
+    d.encoding = dict(y.encoding)
+    return ds.assign({var: d})
+
+
+def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
+             leads: np.ndarray, lag: int) -> xr.DataArray:
+    """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``."""
+    idx = np.asarray(inits)[:, None] + np.asarray(leads)[None, :] - lag
+    if idx.min() < 0 or idx.max() > np.asarray(inits).max():
+        raise TimeAxisError("the diurnal reference needs y(valid - 24 h) observed at every lead; "
+                            "use hours <= 24 and initial times a day into the data.")
+    ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))})
+    ref = ref.drop_vars([c for c in ref.coords if time_dim in ref[c].dims or c == time_dim], errors="ignore")
+    ref = ref.transpose(*mean.dims)
+    return (mean + ref.data.astype(mean.dtype)).assign_attrs(mean.attrs)

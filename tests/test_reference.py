@@ -1,0 +1,140 @@
+"""Forecasting departures from a reference (diurnal), and the per-lead calibration of the mean."""
+
+import pyproj  # noqa: F401  isort: skip
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import geonp  # noqa: F401  registers ds.np
+from geonp import reference
+from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
+from geonp.fitting import mean_weights
+from geonp.model import resolve_model
+
+
+def hourly(times=40, nlat=6, nlon=7, seed=0, freq="h"):
+    """A field with a daily cycle plus a slowly moving anomaly, fully observed."""
+    rng = np.random.default_rng(seed)
+    t = pd.date_range("2019-03-01", periods=times, freq=freq)
+    lat = 52.0 + 0.25 * np.arange(nlat)
+    lon = -2.0 + 0.25 * np.arange(nlon)
+    hours = np.arange(times)[:, None, None]
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    v = (280 + 4 * np.sin(2 * np.pi * hours / 24) + np.sin(la * 2 + hours / 20) + np.cos(lo * 1.5)
+         + 0.05 * rng.standard_normal((times, nlat, nlon)))
+    attrs = {"units": "K", "standard_name": "air_temperature"}
+    return xr.Dataset({"t2m": (("time", "latitude", "longitude"), v.astype("float32"), attrs)},
+                      coords={"time": t, "latitude": lat, "longitude": lon})
+
+
+@pytest.fixture(scope="module")
+def data():
+    return hourly()
+
+
+def test_resolve_picks_diurnal_only_where_it_can_work():
+    assert reference.resolve("auto", 1.0, first_init=30, context_frames=4, max_lead_hours=6) == ("diurnal", 24)
+    assert reference.resolve("auto", 3.0, first_init=30, context_frames=4, max_lead_hours=6) == ("diurnal", 8)
+    assert reference.resolve("auto", 24.0, first_init=30) == ("none", 0)  # daily data: no daily cycle
+    assert reference.resolve("auto", 5.0, first_init=30) == ("none", 0)  # 5 h does not divide a day
+    assert reference.resolve("auto", 1.0, first_init=10, context_frames=4) == ("none", 0)  # too little history
+    assert reference.resolve("auto", 1.0, first_init=30, max_lead_hours=30) == ("none", 0)
+    assert reference.resolve("None", 1.0, first_init=30) == ("none", 0)
+    with pytest.raises(TimeAxisError, match="time step \\(24 h\\) is not a sub-daily step"):
+        reference.resolve("diurnal", 24.0)
+    with pytest.raises(TimeAxisError, match="it needs 27 \\(one day plus 3 context frames\\)"):
+        reference.resolve("diurnal", 1.0, first_init=20, context_frames=4)
+    with pytest.raises(TimeAxisError, match="hours=30 is beyond 24 h"):
+        reference.resolve("diurnal", 1.0, first_init=40, max_lead_hours=30)
+    with pytest.raises(TimeAxisError, match="at least 48"):
+        reference.resolve("diurnal", 1.0, n_frames=30)
+    with pytest.raises(ConfigError, match="reference='weekly'; expected one of"):
+        reference.resolve("weekly", 1.0)
+
+
+def test_diurnal_forecast_is_the_departure_forecast_plus_yesterday(data):
+    fc = data.np.forecast("t2m", hours=3, model="te-pt-tnp", context_frames=2)
+    assert fc.attrs["geonp_reference"] == "diurnal"
+    depart = reference.departure(data, "t2m", "time", 24)
+    raw = depart.np.forecast("t2m", hours=3, model="te-pt-tnp", context_frames=2, reference="none")
+    assert raw.attrs["geonp_reference"] == "none"
+    yesterday = data.t2m.isel(time=[len(data.time) - 24 + k for k in (0, 1, 2)]).values
+    np.testing.assert_allclose(fc.t2m_mean.values[0], raw.t2m_mean.values[0] + yesterday, rtol=1e-6)
+    np.testing.assert_array_equal(fc.t2m_std.values, raw.t2m_std.values)
+    assert fc.t2m_mean.attrs["units"] == "K"
+
+
+def test_diurnal_chunked_equals_unchunked_and_stays_lazy(data):
+    inits = data.time.values[[30, 33, 36]]
+    a = data.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=inits, context_frames=2)
+    b = data.chunk({"time": 8}).np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=inits, context_frames=2,
+                                            chunks={"init_time": 2, "latitude": 3, "longitude": 4})
+    assert b.t2m_mean.chunks is not None
+    np.testing.assert_allclose(b.t2m_mean.values, a.t2m_mean.values, rtol=1e-5, atol=1e-4)
+
+
+def test_diurnal_errors_name_the_problem(data):
+    with pytest.raises(TimeAxisError, match="reference='diurnal' cannot be used: .*it needs 27"):
+        data.np.forecast("t2m", hours=1, init_time=data.time.values[20], reference="diurnal")
+    with pytest.raises(ConfigError, match="reference='yesterday'"):
+        data.np.forecast("t2m", hours=1, reference="yesterday")
+    daily = hourly(times=10, freq="D")
+    assert daily.np.forecast("t2m", hours=24, model="te-pt-tnp").attrs["geonp_reference"] == "none"
+    with pytest.raises(TimeAxisError, match="not a sub-daily step"):
+        daily.np.forecast("t2m", hours=24, reference="diurnal")
+
+
+def test_fitted_forecast_model_keeps_its_reference(data, tmp_path):
+    model = hourly(times=60).np.fit("t2m", model="te-pt-tnp", task="forecast", steps=1, progress=False,
+                                    covariates=[], calibration_tasks=4, context_frames=2)
+    assert model.settings["reference"] == "diurnal"
+    loaded = geonp.load_model(model.save(tmp_path / "fc.geonp"))
+    assert loaded.settings["reference"] == "diurnal"
+    assert data.np.forecast("t2m", hours=1, model=loaded).attrs["geonp_reference"] == "diurnal"
+    with pytest.raises(ModelMismatchError, match="fitted to forecast with reference='diurnal', not 'none'"):
+        data.np.forecast("t2m", hours=1, model=loaded, reference="none")
+    plain = data.np.fit("t2m", model="te-pt-tnp", task="forecast", steps=0, progress=False, covariates=[],
+                        calibration_tasks=4, reference="none", context_frames=2)
+    assert plain.settings["reference"] == "none"
+    assert data.np.forecast("t2m", hours=1, model=plain).attrs["geonp_reference"] == "none"
+
+
+def test_mean_weights_are_the_least_squares_blend():
+    rng = np.random.default_rng(0)
+    n = 4000
+    leads = np.repeat([1, 2], n // 2)
+    p = rng.standard_normal(n)
+    d = rng.standard_normal(n)
+    w_true = np.where(leads == 1, 0.3, 0.8)
+    y = p + w_true * d + 0.01 * rng.standard_normal(n)
+    p_missing = p.copy()
+    p_missing[:10] = np.nan  # points without a persistence value are left out
+    w = mean_weights(y, p + d, p_missing, leads, max_lead=3)
+    np.testing.assert_allclose(w[:2], [0.3, 0.8], atol=0.01)
+    assert w[2] == 1.0  # no points at lead 3
+
+
+def test_calibrated_mean_blends_towards_the_initial_frame(data):
+    base = resolve_model("te-pt-tnp")
+    kept = replace(base, normaliser=replace(base.normaliser, lead_mean_weight=(0.0,) * 6), settings={
+        **base.settings, "reference": "none", "context_frames": 2})
+    fc = data.np.forecast("t2m", hours=2, model=kept)
+    last = data.t2m.isel(time=-1).values
+    np.testing.assert_allclose(fc.t2m_mean.values[0, 0], last, rtol=1e-6)
+    np.testing.assert_allclose(fc.t2m_mean.values[0, 1], last, rtol=1e-6)
+    half = replace(kept, normaliser=replace(base.normaliser, lead_mean_weight=(0.5,)))
+    net = data.np.forecast("t2m", hours=2, model=replace(kept, normaliser=base.normaliser))
+    blended = data.np.forecast("t2m", hours=2, model=half)
+    np.testing.assert_allclose(blended.t2m_mean.values, 0.5 * (net.t2m_mean.values + last), rtol=1e-6)
+
+
+def test_forecast_calibration_fits_a_weight_per_lead(data, tmp_path):
+    model = data.np.fit("t2m", model="te-pt-tnp", task="forecast", steps=0, progress=False, covariates=[],
+                        calibration_tasks=8, context_frames=2, reference="none")
+    w = model.normaliser.lead_mean_weight
+    assert len(w) == 6 and all(0.0 <= x <= 1.5 for x in w)
+    assert geonp.load_model(model.save(tmp_path / "c.geonp")).normaliser.lead_mean_weight == w
