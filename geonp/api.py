@@ -196,6 +196,8 @@ def infill(
 def _init_indices(times: np.ndarray, init_time) -> np.ndarray:
     if init_time is None:
         return np.array([len(times) - 1])
+    if times.dtype == object:  # cftime calendars
+        return _cftime_indices(times, init_time)
     try:
         wanted = pd.to_datetime(np.atleast_1d(np.asarray(init_time))).values.astype("datetime64[ns]")
     except (ValueError, TypeError) as exc:
@@ -209,6 +211,28 @@ def _init_indices(times: np.ndarray, init_time) -> np.ndarray:
         raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({have[0]} .. {have[-1]}); "
                             "pick times that are in the data.")
     return idx
+
+
+def _cftime_indices(times: np.ndarray, init_time) -> np.ndarray:
+    import cftime
+
+    calendar = times[0].calendar
+    idx = []
+    for w in np.atleast_1d(np.asarray(init_time, dtype=object)):
+        if isinstance(w, str):
+            try:
+                w = cftime.datetime.strptime(w.replace("T", " "), "%Y-%m-%d %H:%M" if ":" in w else "%Y-%m-%d",
+                                             calendar=calendar)
+            except ValueError as exc:
+                raise TimeAxisError(f"init_time={w!r} is not a time; expected e.g. '2019-03-25T00:00'.") from exc
+        hits = [i for i, t in enumerate(times) if t == w]
+        if not hits:
+            raise TimeAxisError(f"init_time {w} is not a time step of the data ({times[0]} .. {times[-1]}); "
+                                "pick times that are in the data.")
+        idx.append(hits[0])
+    if len(set(idx)) != len(idx):
+        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
+    return np.array(idx)
 
 
 def forecast(
@@ -264,7 +288,8 @@ def forecast(
     coords.update(space_coords(ds, layout))
     coords["init_time"] = ("init_time", init_values)
     coords["lead_time"] = ("lead_time", lead_td, {"long_name": "lead time", "standard_name": "forecast_period"})
-    coords["valid_time"] = (("init_time", "lead_time"), init_values[:, None] + lead_td[None, :],
+    step_add = lead_td if init_values.dtype != object else np.array(lead_td.astype("timedelta64[us]").tolist())
+    coords["valid_time"] = (("init_time", "lead_time"), init_values[:, None] + step_add[None, :],
                             {"long_name": "valid time", "standard_name": "time"})
     dims = [*layout.extra_dims, "init_time", "lead_time", *layout.space_dims]
     src = ds[layout.var]

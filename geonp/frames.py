@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .geo import Layout
+from .geo import Layout, is_cftime
 
 __all__ = [
     "Frame", "make_frame", "space_points", "lonlat_of", "centre_of", "radius_km", "is_regional",
@@ -139,8 +139,17 @@ def lonlat_of(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
 
 
 def time_hours(values: np.ndarray, reference: np.datetime64 | None = None) -> np.ndarray:
-    """Hours since ``reference`` (default 1970-01-01) as float64."""
-    t = pd.to_datetime(np.asarray(values)).values.astype("datetime64[ns]")
+    """Hours since ``reference`` (default 1970-01-01) as float64.
+
+    cftime dates count hours in their own calendar (``cftime.date2num``).
+    """
+    v = np.asarray(values)
+    if v.dtype == object and v.size and is_cftime(v.flat[0]):
+        import cftime
+
+        ref = "1970-01-01" if reference is None else str(np.datetime64(reference, "s")).replace("T", " ")
+        return np.asarray(cftime.date2num(v, f"hours since {ref}", calendar=v.flat[0].calendar), dtype=np.float64)
+    t = pd.to_datetime(v).values.astype("datetime64[ns]")
     ref = np.datetime64("1970-01-01T00:00", "ns") if reference is None else np.datetime64(reference, "ns")
     return (t - ref).astype("timedelta64[ns]").astype(np.float64) / 3.6e12
 
