@@ -249,11 +249,13 @@ def describe(
         lat = lon = None
     if lat and lon:
         x, y, geographic = lon, lat, True
-        wkt = pyproj.CRS.from_epsg(4326).to_wkt()
         given = _read_crs(ds, crs)
         if given is not None and not given.is_geographic:
             raise CRSError(f"the data have longitude/latitude coordinates ({lon}, {lat}) but crs={given.name!r} is "
                            "projected; drop crs= or pass the CRS of projected x/y coordinates.")
+        # the points are read from lon/lat; the CRS written back is the grid's own (e.g. a rotated pole
+        # whose rlat/rlon are the output's dims), WGS 84 when the data name none
+        wkt = (given if given is not None else pyproj.CRS.from_epsg(4326)).to_wkt()
     else:
         x = _find(ds, space_candidates, lambda n, c: _attr(c, "standard_name") == "projection_x_coordinate"
                   or _attr(c, "axis") == "x" or str(n).lower() in _X_NAMES)

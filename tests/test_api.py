@@ -1,6 +1,6 @@
 """The xarray layer: ds.np.infill / forecast / fit, chunking through dask, models that travel."""
 
-import pyproj  # noqa: F401  isort: skip
+import pyproj  # isort: skip
 
 import numpy as np
 import pandas as pd
@@ -312,3 +312,30 @@ def test_targets_without_elevation_for_an_elevation_model():
     grid = xr.Dataset(coords={"lat": np.linspace(38, 41, 3), "lon": np.linspace(-108, -103, 4)})
     with pytest.raises(ModelMismatchError, match="targets= has none"):
         st.np.infill("tmax", model=model, targets=grid)
+
+
+def test_rotated_pole_grid_reads_2d_lonlat_and_keeps_its_crs():
+    crs = pyproj.CRS.from_cf({"grid_mapping_name": "rotated_latitude_longitude", "grid_north_pole_latitude": 39.25,
+                              "grid_north_pole_longitude": -162.0})
+    rlat, rlon = np.arange(-3, 3, 0.44), np.arange(-4, 4, 0.44)
+    RLON, RLAT = np.meshgrid(rlon, rlat)
+    lon, lat = pyproj.Transformer.from_crs(crs, "EPSG:4326", always_xy=True).transform(RLON, RLAT)
+    truth = 280 + np.sin(RLAT / 2) + np.cos(RLON / 3)
+    rng = np.random.default_rng(0)
+    v = np.where(rng.random((2, *truth.shape)) < 0.5, truth, np.nan).astype("float32")
+    ds = xr.Dataset(
+        {"tas": (("time", "rlat", "rlon"), v, {"units": "K", "grid_mapping": "rotated_pole"})},
+        coords={"time": pd.date_range("2000-01-01", periods=2, freq="h"),
+                "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
+                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"}),
+                "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
+                "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"}),
+                "rotated_pole": ((), 0, crs.to_cf())})
+    from geonp.geo import describe
+
+    _, layout = describe(ds, "tas")
+    assert (layout.x, layout.y, layout.geographic) == ("lon", "lat", True)  # true lon/lat give the distances
+    out = ds.np.infill("tas", model="te-pt-tnp")
+    written = pyproj.CRS.from_wkt(out.spatial_ref.attrs["crs_wkt"])
+    assert written.to_cf()["grid_mapping_name"] == "rotated_latitude_longitude"  # the output's rlat/rlon are in it
+    assert float(np.abs(out.tas_filled - truth).mean()) < 0.5
