@@ -71,7 +71,6 @@ def era5_infill(args) -> dict:
     out = {"machine": machine(), "eval_frames": int(len(ev)), "time_window": args.time_window, "fits": {},
            "results": {}}
     lo = int(ev[0]) - args.time_window
-    trained = None
     for kind in args.kinds:
         full = _masked_era5(kind)
         fit_data = full.sel(time=slice(None, rt.ERA5_FIT_END))
@@ -80,11 +79,10 @@ def era5_infill(args) -> dict:
             model, info = _fit(fit_data, "t2m", "infill", 0, steps=0, model=m, time_window=args.time_window)
             models[f"{m} (calibrated)"] = model
             out["fits"][f"{kind}/{m} (calibrated)"] = {**info, **model.metadata["calibration"]}
-        if args.fit_cpu > 0 and kind == "random":
+        if args.fit_cpu > 0:  # trained on the fit period masked the same way (its own gap pattern)
             trained, info = _fit(fit_data, "t2m", "infill", args.fit_cpu, time_window=args.time_window)
-            out["fits"]["bsa-tnp (trained + calibrated)"] = {**info, **trained.metadata["calibration"]}
-        if trained is not None:
-            models["bsa-tnp (trained on random masks + calibrated)"] = trained
+            out["fits"][f"{kind}/bsa-tnp (trained + calibrated)"] = {**info, **trained.metadata["calibration"]}
+            models[f"bsa-tnp (trained on {kind} masks + calibrated)"] = trained
         masked = full.isel(time=slice(lo, int(ev[-1]) + args.time_window + 1))
         for label, model in models.items():
             start = _clock()

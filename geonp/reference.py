@@ -111,7 +111,5 @@ def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits:
     if idx.min() < 0 or idx.max() > np.asarray(inits).max():
         raise TimeAxisError("the diurnal reference needs y(valid - 24 h) observed at every lead; "
                             "use hours <= 24 and initial times a day into the data.")
-    ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))})
-    ref = ref.drop_vars([c for c in ref.coords if time_dim in ref[c].dims or c == time_dim], errors="ignore")
-    ref = ref.transpose(*mean.dims)
+    ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))}).transpose(*mean.dims)
     return (mean + ref.data.astype(mean.dtype)).assign_attrs(mean.attrs)
