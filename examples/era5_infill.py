@@ -16,34 +16,30 @@ Climate Change Service information 2019.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
+from _common import data_file, example_parser, pyplot, rmse, save_figure, write_zarr
 
 import geonp  # imports pyproj before cfgrib/eccodes can load; registers ds.np
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 FILE = "era5-2mt-2019-03-uk.grib"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the example; returns the exit code."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding " + FILE)
-    p.add_argument("--out", type=Path, help="Zarr store to write (default: in a temporary folder)")
-    p.add_argument("--png", type=Path, help="also draw a map of the first frame")
+    p = example_parser(
+        __doc__,
+        FILE,
+        out_help="Zarr store to write (default: in a temporary folder)",
+        png_help="also draw a map of the first frame",
+    )
     p.add_argument("--frames", type=int, default=3, help="hourly frames to use, from 2019-03-15T00:00 (default 3)")
     p.add_argument("--hide", type=float, default=0.8, help="fraction of cells hidden at random (default 0.8)")
-    p.add_argument("--model", default="bsa-tnp", help="shipped model name or saved model path (default bsa-tnp)")
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    path = args.data / FILE
-    if not path.exists():
-        print(f"skipped: {path} not found (the shared data folder is absent); pass --data FOLDER")
+    path = data_file(args.data, FILE)
+    if path is None:
         return 0
 
     ds = geonp.open_dataset(path)  # cfgrib, no index files written; `time` holds valid times
@@ -66,23 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     inside = np.abs(err) <= 1.96 * std
     print(f"{args.frames} frames, {int((~hidden).sum())} observed cells, {int(gaps.sum())} gaps filled "
           f"with {out.attrs['geonp_model']} ({out.attrs['geonp_model_source']})")
-    print(f"  RMSE over the gaps: {np.sqrt(np.mean(err ** 2)):.3f} K "
-          f"(mean of each frame's observations: {np.sqrt(np.mean(base ** 2)):.3f} K)")
+    print(f"  RMSE over the gaps: {rmse(err):.3f} K (mean of each frame's observations: {rmse(base):.3f} K)")
     print(f"  share of hidden values inside mean ± 1.96 std: {inside.mean():.2f}")
 
-    if args.out is None:
-        target = Path(tempfile.mkdtemp(prefix="geonp-era5-")) / "t2m_infill.zarr"
-    else:
-        target = args.out
-    geonp.to_zarr(out, target, overwrite=args.out is not None and target.exists(), progress=False)
+    target = write_zarr(out, args.out, prefix="geonp-era5-", name="t2m_infill.zarr")
     print(f"  wrote {target} (read it with xr.open_zarr(path, decode_coords='all'))")
 
     if args.png is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         fig, axes = plt.subplots(1, 4, figsize=(16, 3.6), constrained_layout=True)
         kw = dict(vmin=float(truth[0].min()), vmax=float(truth[0].max()), cmap="RdYlBu_r")
         observed[0].plot(ax=axes[0], **kw)
@@ -91,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         out["t2m_std"][0].plot(ax=axes[3], cmap="viridis")
         for ax, title in zip(axes, ["observed (gaps = NaN)", "filled", "truth", "predictive std"], strict=True):
             ax.set_title(title)
-        fig.savefig(args.png, dpi=100)
-        print(f"  wrote {args.png}")
+        save_figure(fig, args.png)
     return 0
 
 

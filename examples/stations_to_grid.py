@@ -24,36 +24,32 @@ Exits 0 with a message when the data folder is absent.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pyproj
 import xarray as xr
+from _common import data_file, example_parser, pyplot, rmse, save_figure, write_zarr
 
 import geonp  # registers ds.np
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 FILE = "colorado_monthly_met_1895_1997.nc"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the example; returns the exit code."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding " + FILE)
-    p.add_argument("--out", type=Path, help="Zarr store for the grid (default: in a temporary folder)")
-    p.add_argument("--png", type=Path, help="also draw a map of the first month")
+    p = example_parser(
+        __doc__,
+        FILE,
+        out_help="Zarr store for the grid (default: in a temporary folder)",
+        png_help="also draw a map of the first month",
+    )
     p.add_argument("--start", default="1990-01", help="first month (default 1990-01)")
     p.add_argument("--months", type=int, default=3, help="number of months (default 3)")
-    p.add_argument("--model", default="bsa-tnp", help="shipped model name or saved model path (default bsa-tnp)")
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    path = args.data / FILE
-    if not path.exists():
-        print(f"skipped: {path} not found (the shared data folder is absent); pass --data FOLDER")
+    path = data_file(args.data, FILE)
+    if path is None:
         return 0
 
     ds = geonp.open_dataset(path)  # dims (time, station); coords lon, lat, elevation, station_name
@@ -71,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     base = np.broadcast_to(means, held_out.shape)[held_out] - truth
     print(f"{args.months} months from {args.start}: {int(reported.sum())} station-months reported, "
           f"{int(held_out.sum())} held out")
-    print(f"  RMSE at held-out stations: {np.sqrt(np.mean(err ** 2)):.2f} °C "
-          f"(mean of the other stations: {np.sqrt(np.mean(base ** 2)):.2f} °C)")
+    print(f"  RMSE at held-out stations: {rmse(err):.2f} °C (mean of the other stations: {rmse(base):.2f} °C)")
 
     # 2. every reporting station -> a 0.1° grid (targets= gives coordinates; its values are ignored).
     #    Without an elevation coordinate on the grid, no elevation trend is used here.
@@ -85,19 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  gridded to {gridded.sizes['lat']} x {gridded.sizes['lon']} cells; "
           f"variables {list(gridded.data_vars)}, CRS {crs.to_string()}")
 
-    if args.out is None:
-        target = Path(tempfile.mkdtemp(prefix="geonp-stations-")) / "tmax_grid.zarr"
-    else:
-        target = args.out
-    geonp.to_zarr(gridded, target, overwrite=args.out is not None and target.exists(), progress=False)
+    target = write_zarr(gridded, args.out, prefix="geonp-stations-", name="tmax_grid.zarr")
     print(f"  wrote {target}")
 
     if args.png is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
         first = tmax.isel(time=0)
         gridded["tmax_mean"].isel(time=0).plot(ax=axes[0], cmap="RdYlBu_r")
@@ -107,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         gridded["tmax_std"].isel(time=0).plot(ax=axes[1], cmap="viridis")
         axes[0].set_title(f"tmax mean {str(first.time.values)[:7]} (dots: stations)")
         axes[1].set_title("predictive std")
-        fig.savefig(args.png, dpi=100)
-        print(f"  wrote {args.png}")
+        save_figure(fig, args.png)
     return 0
 
 

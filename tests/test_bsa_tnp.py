@@ -1,9 +1,11 @@
 """BSA-TNP and its KRBlock relatives (TNP-KR, TNP-D): shapes, invariances, errors."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
+from _helpers import random_batch, shift_batch
 
 from geonp.errors import ConfigError, EmptyContextError, InvalidBatchError, NonFiniteError, UnknownOptionError
 from geonp.models import Batch, build_model
@@ -11,21 +13,8 @@ from geonp.models import Batch, build_model
 TINY = dict(token_dim=16, num_heads=2, head_dim=8, num_layers=2, ff_hidden=(32,), embed_hidden=(32,), head_hidden=(32,))
 
 
-def _batch(b=2, nc=30, nt=17, space=2, time=1, dz=0, dy=1, dtype=torch.float64, offset=0.0):
-    g = torch.Generator().manual_seed(1)
-    dx = space + time
-    return Batch(
-        xc=torch.rand(b, nc, dx, generator=g, dtype=dtype) * 4 - 2 + offset,
-        yc=torch.randn(b, nc, dy, generator=g, dtype=dtype),
-        xt=torch.rand(b, nt, dx, generator=g, dtype=dtype) * 4 - 2 + offset,
-        yt=torch.randn(b, nt, dy, generator=g, dtype=dtype),
-        zc=torch.randn(b, nc, dz, generator=g, dtype=dtype) if dz else None,
-        zt=torch.randn(b, nt, dz, generator=g, dtype=dtype) if dz else None,
-    )
-
-
-def _shift(batch, by):
-    return Batch(xc=batch.xc + by, yc=batch.yc, xt=batch.xt + by, zc=batch.zc, zt=batch.zt)
+# 2 space dims + 1 time dim
+_batch = partial(random_batch, nc=30, nt=17, dx=3)
 
 
 @pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d"])
@@ -45,7 +34,7 @@ def test_bsa_tnp__invariant_to_large_shifts(offset):
     model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
     batch = _batch()
     with torch.no_grad():
-        a, b = model(batch), model(_shift(batch, offset))
+        a, b = model(batch), model(shift_batch(batch, offset))
     torch.testing.assert_close(a.loc, b.loc, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(a.scale, b.scale, rtol=1e-5, atol=1e-5)
 
@@ -55,7 +44,7 @@ def test_bsa_tnp__invariant_to_float32_shift():
     model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
     batch = _batch(dtype=torch.float32)
     with torch.no_grad():
-        a, b = model(batch), model(_shift(batch, 100.0))
+        a, b = model(batch), model(shift_batch(batch, 100.0))
     torch.testing.assert_close(a.loc, b.loc, rtol=1e-3, atol=1e-3)
 
 
@@ -64,7 +53,7 @@ def test_tnp_d__changes_under_shift():
     model = build_model("tnp-d", space_dims=2, time_dims=1, **TINY)
     batch = _batch()
     with torch.no_grad():
-        a, b = model(batch), model(_shift(batch, 10.0))
+        a, b = model(batch), model(shift_batch(batch, 10.0))
     assert float((a.loc - b.loc).abs().max()) > 1e-3
 
 

@@ -1,7 +1,10 @@
 """TE-TNP and TE-PT-TNP: TE attention layer, location update, invariances, padding, training, errors."""
 
+from functools import partial
+
 import pytest
 import torch
+from _helpers import random_batch, shift_batch
 
 from geonp.errors import ConfigError, EmptyContextError, InvalidBatchError
 from geonp.models import TEPTTNP, TETNP, Batch, build_model, model_from_config
@@ -20,20 +23,7 @@ def _model(name, **overrides):
     return build_model(name, space_dims=2, **{**TINY, **extra, **overrides})
 
 
-def _batch(b=2, nc=12, nt=9, dx=2, dz=0, dy=1, dtype=torch.float64, offset=0.0, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return Batch(
-        xc=torch.rand(b, nc, dx, generator=g, dtype=dtype) * 4 - 2 + offset,
-        yc=torch.randn(b, nc, dy, generator=g, dtype=dtype),
-        xt=torch.rand(b, nt, dx, generator=g, dtype=dtype) * 4 - 2 + offset,
-        yt=torch.randn(b, nt, dy, generator=g, dtype=dtype),
-        zc=torch.randn(b, nc, dz, generator=g, dtype=dtype) if dz else None,
-        zt=torch.randn(b, nt, dz, generator=g, dtype=dtype) if dz else None,
-    )
-
-
-def _shift(batch, by):
-    return Batch(xc=batch.xc + by, yc=batch.yc, xt=batch.xt + by, zc=batch.zc, zt=batch.zt)
+_batch = partial(random_batch, nc=12, nt=9, dx=2)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -78,7 +68,7 @@ def test_te_models__invariant_to_large_float64_shift(name):
     model = _model(name)
     batch = _batch()
     with torch.no_grad():
-        a, b = model(batch), model(_shift(batch, 1000.0))
+        a, b = model(batch), model(shift_batch(batch, 1000.0))
     torch.testing.assert_close(a.loc, b.loc, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(a.scale, b.scale, rtol=1e-4, atol=1e-5)
 
@@ -88,7 +78,7 @@ def test_te_models__equivariant_without_centring(name):
     """Bypassing prepare's centring, a shift leaves predictions unchanged and moves every carried location by it."""
     model = _model(name).double()
     batch = _batch()
-    shifted = _shift(batch, 37.5)
+    shifted = shift_batch(batch, 37.5)
     with torch.no_grad():
         s0, s1 = model.encode(batch), model.encode(shifted)
         torch.testing.assert_close(model.decode(s1, shifted).loc, model.decode(s0, batch).loc)
@@ -104,7 +94,7 @@ def test_te_models__invariant_to_float32_shift(name):
     model = _model(name)
     batch = _batch(dtype=torch.float32)
     with torch.no_grad():
-        a, b = model(batch), model(_shift(batch, 10.0))
+        a, b = model(batch), model(shift_batch(batch, 10.0))
     torch.testing.assert_close(a.loc, b.loc, rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(a.scale, b.scale, rtol=1e-3, atol=1e-3)
 

@@ -6,7 +6,7 @@ supplies ``sample`` and the argument checks, subclasses implement ``_draw``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -20,6 +20,7 @@ from .kernels import METRIC_NAMES, space_time_kernel
 __all__ = [
     "TaskGenerator",
     "GPGenerator",
+    "KernelGPGenerator",
     "check_choice",
     "check_range",
     "check_positive",
@@ -71,6 +72,91 @@ class GPGenerator:
                 "e.g. torch.Generator().manual_seed(0)."
             )
         return self._draw(batch_size, generator)
+
+
+class KernelGPGenerator(GPGenerator):
+    """:class:`GPGenerator` of one-kernel GP tasks (:class:`~geonp.synthetic.gp.GP1D`, ``GP2D``, ``SphericalGP``).
+
+    Subclasses are frozen dataclasses with the fields ``lengthscale`` (``None``: drawn from a prior
+    per task), ``variance``, ``noise_std``, ``num_context``, ``num_targets``, ``noisy_targets`` and
+    ``joint_targets``, which their ``__post_init__`` checks with :meth:`_check_kernel_fields`. Their
+    ``_draw`` picks the inputs and the kernel, taking ℓ from :meth:`_lengthscales`, and ends with
+    :meth:`_gp_batch`, which draws the values and assembles the batch.
+    """
+
+    lengthscale: float | None
+    variance: float
+    noise_std: float
+    num_context: tuple[int, int]
+    num_targets: int
+    noisy_targets: bool
+    joint_targets: bool
+
+    def _check_kernel_fields(self) -> None:
+        """Raise :class:`ConfigError` unless the fields every one-kernel generator has are valid."""
+        check_positive("lengthscale", self.lengthscale, allow_none=True)
+        check_positive("variance", self.variance)
+        check_positive("noise_std", self.noise_std, allow_zero=True)
+        check_range("num_context", self.num_context, low=1, strict=False, integer=True)
+        check_positive("num_targets", self.num_targets, integer=True)
+
+    def _lengthscales(self, batch_size: int, prior: Callable[[], Tensor]) -> Tensor:
+        """``[b]`` float64 lengthscales: the fixed ``lengthscale``, or ``prior()`` when it is ``None``.
+
+        ``prior`` is only called (and the generator only advanced) when no lengthscale is fixed.
+        """
+        if self.lengthscale is None:
+            return prior()
+        return torch.full((batch_size,), float(self.lengthscale), dtype=torch.float64)
+
+    def _gp_batch(
+        self,
+        xc: Tensor,
+        xt: Tensor,
+        generator: torch.Generator,
+        *,
+        kernel: Tensor | int,
+        lengthscale: Tensor,
+        space_dims: int,
+        metric: int = 0,
+        period: Tensor | None = None,
+        move_inputs: Callable[[Tensor], Tensor] | None = None,
+    ) -> tuple[Batch, Params]:
+        """Draw GP values at ``xc`` and ``xt`` and return the batch with its parameters.
+
+        Parameters
+        ----------
+        xc, xt : Tensor
+            ``[b, nc, d]`` and ``[b, nt, d]`` float64 inputs in the frame the kernel expects.
+        generator : torch.Generator
+            Source of randomness.
+        kernel, lengthscale, space_dims, metric, period
+            Per-task kernel settings (see :func:`kernel_params`); ``variance`` and ``noise_std``
+            come from the generator's fields.
+        move_inputs : callable, optional
+            Applied to ``xc`` and ``xt`` after the values are drawn (a shift or a rotation that
+            leaves the kernel unchanged), so the values are those of the unmoved inputs.
+
+        Returns
+        -------
+        tuple
+            The float32 :class:`~geonp.models.batch.Batch` and the float64 parameters, including
+            the noiseless values ``"fc"`` and ``"ft"`` (see :func:`to_batch`).
+        """
+        params = kernel_params(
+            xc.shape[0],
+            kernel=kernel,
+            lengthscale=lengthscale,
+            period=period,
+            variance=self.variance,
+            noise_std=self.noise_std,
+            metric=metric,
+            space_dims=space_dims,
+        )
+        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
+        if move_inputs is not None:
+            xc, xt = move_inputs(xc), move_inputs(xt)
+        return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
 
 
 def check_choice(name: str, value: object, choices: Sequence[object]) -> None:

@@ -17,17 +17,7 @@ import torch
 
 from ..errors import ConfigError
 from ..models.batch import Batch
-from ._common import (
-    GPGenerator,
-    Params,
-    TaskGenerator,
-    check_choice,
-    check_positive,
-    check_range,
-    draw_gp_values,
-    kernel_params,
-    to_batch,
-)
+from ._common import KernelGPGenerator, Params, TaskGenerator, check_choice, check_positive, check_range
 from ._draw import beta, log_uniform, randint, uniform
 from .kernels import KERNEL_NAMES, kernel_code
 from .spacetime import SpaceTimeGP
@@ -39,7 +29,7 @@ GP2D_VARIANTS: tuple[str, ...] = ("in-domain", "shifted", "scaled", "scaled-dens
 
 
 @dataclass(frozen=True)
-class GP1D(GPGenerator):
+class GP1D(KernelGPGenerator):
     """1-D GP regression with a random kernel per task (000 §4.1, App. F.1).
 
     Per task: kernel uniform over ``kernels``; lengthscale ℓ log-uniform on ``lengthscale_range``
@@ -112,45 +102,35 @@ class GP1D(GPGenerator):
         for k in self.kernels:
             kernel_code(k)
         check_range("lengthscale_range", self.lengthscale_range)
-        check_positive("lengthscale", self.lengthscale, allow_none=True)
         check_positive("periodic_lengthscale", self.periodic_lengthscale)
-        check_positive("variance", self.variance)
-        check_range("num_context", self.num_context, low=1, strict=False, integer=True)
-        check_positive("num_targets", self.num_targets, integer=True)
+        self._check_kernel_fields()
         check_range("context_range", self.context_range, low=float("-inf"))
         check_range("target_range", self.target_range, low=float("-inf"))
-        check_positive("noise_std", self.noise_std, allow_zero=True)
 
     def _draw(self, batch_size: int, generator: torch.Generator) -> tuple[Batch, Params]:
         b = batch_size
         nc = randint(*self.num_context, generator)
         codes = torch.tensor([kernel_code(k) for k in self.kernels], dtype=torch.long)
         kernel = codes[torch.randint(0, len(codes), (b,), generator=generator)]
-        if self.lengthscale is None:
-            ell = log_uniform((b,), *self.lengthscale_range, generator)
-        else:
-            ell = torch.full((b,), float(self.lengthscale), dtype=torch.float64)
+        ell = self._lengthscales(b, lambda: log_uniform((b,), *self.lengthscale_range, generator))
         is_periodic = kernel == KERNEL_NAMES.index("periodic")
         kern_ell = torch.where(is_periodic, torch.full_like(ell, self.periodic_lengthscale), ell)
         xc = uniform((b, nc, 1), *self.context_range, generator)
         xt = uniform((b, int(self.num_targets), 1), *self.target_range, generator)
-        params = kernel_params(
-            b,
+        return self._gp_batch(
+            xc,
+            xt,
+            generator,
             kernel=kernel,
             lengthscale=kern_ell,
             period=ell,
-            variance=self.variance,
-            noise_std=self.noise_std,
             space_dims=1,
+            move_inputs=lambda x: x + self.shift,
         )
-
-        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
-        xc, xt = xc + self.shift, xt + self.shift
-        return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
 
 
 @dataclass(frozen=True)
-class GP2D(GPGenerator):
+class GP2D(KernelGPGenerator):
     """The 2-D GP benchmark of 003 §5.1 with its test variants.
 
     Per task: SE kernel (configurable) with variance 1, lengthscale ℓ ~ Beta(3, 7) (or fixed by
@@ -228,11 +208,7 @@ class GP2D(GPGenerator):
         check_choice("variant", self.variant, GP2D_VARIANTS)
         kernel_code(self.kernel)
         check_range("lengthscale_beta", self.lengthscale_beta)
-        check_positive("lengthscale", self.lengthscale, allow_none=True)
-        check_positive("variance", self.variance)
-        check_positive("noise_std", self.noise_std, allow_zero=True)
-        check_range("num_context", self.num_context, low=1, strict=False, integer=True)
-        check_positive("num_targets", self.num_targets, integer=True)
+        self._check_kernel_fields()
         check_range("domain", self.domain, low=float("-inf"))
         if self.domain[0] == self.domain[1]:
             raise ConfigError(f"domain={self.domain!r} is empty; expected low < high, e.g. (-2.0, 2.0).")
@@ -243,10 +219,7 @@ class GP2D(GPGenerator):
         factor = 4 if dense else 1
         nc = randint(self.num_context[0] * factor, self.num_context[1] * factor, generator)
         nt = int(self.num_targets) * factor
-        if self.lengthscale is None:
-            ell = beta(b, *self.lengthscale_beta, generator)
-        else:
-            ell = torch.full((b,), float(self.lengthscale), dtype=torch.float64)
+        ell = self._lengthscales(b, lambda: beta(b, *self.lengthscale_beta, generator))
         centre = 0.5 * (self.domain[0] + self.domain[1])
         half = 0.5 * (self.domain[1] - self.domain[0])
         if self.variant.startswith("scaled"):
@@ -260,19 +233,15 @@ class GP2D(GPGenerator):
             xc = _box((b, nc, 2), centre, half, generator)
         # multires targets cover the outer context box [-1.5, 1.5]^2 (matches docs/baselines.md's oracle)
         xt = _box((b, nt, 2), centre, 0.75 * half if self.variant == "multires" else half, generator)
-        params = kernel_params(
-            b,
+        return self._gp_batch(
+            xc,
+            xt,
+            generator,
             kernel=kernel_code(self.kernel),
             lengthscale=ell,
-            variance=self.variance,
-            noise_std=self.noise_std,
             space_dims=2,
+            move_inputs=(lambda x: x + self.shift_by) if self.variant == "shifted" else None,
         )
-
-        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
-        if self.variant == "shifted":
-            xc, xt = xc + self.shift_by, xt + self.shift_by
-        return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
 
 
 def _box(shape: tuple[int, ...], centre: float, half: float, generator: torch.Generator) -> torch.Tensor:

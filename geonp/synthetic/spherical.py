@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from ..errors import ConfigError, UnknownOptionError
 from ..models.batch import Batch
-from ._common import GPGenerator, Params, check_positive, check_range, draw_gp_values, kernel_params, to_batch
+from ._common import KernelGPGenerator, Params, check_range
 from ._draw import inverse_gamma, randint, uniform
 from .kernels import kernel_code
 from .sphere import ROTATIONS, euler_rotation_matrix, rotate_lonlat
@@ -19,7 +20,7 @@ SPHERICAL_ROTATIONS: tuple[str | None, ...] = (None, *ROTATIONS)
 
 
 @dataclass(frozen=True)
-class SphericalGP(GPGenerator):
+class SphericalGP(KernelGPGenerator):
     """GP on (lon, lat) with a kernel of great-circle distance (003 App. B).
 
     Per task: lon and lat uniform on ``domain`` (degrees, default [-10°, 10°] each); exponential
@@ -90,11 +91,7 @@ class SphericalGP(GPGenerator):
             )
         kernel_code(self.kernel)
         check_range("lengthscale_invgamma", self.lengthscale_invgamma)
-        check_positive("lengthscale", self.lengthscale, allow_none=True)
-        check_positive("variance", self.variance)
-        check_positive("noise_std", self.noise_std, allow_zero=True)
-        check_range("num_context", self.num_context, low=1, strict=False, integer=True)
-        check_positive("num_targets", self.num_targets, integer=True)
+        self._check_kernel_fields()
         check_range("domain", self.domain, low=-90.0, strict=False)
         if self.domain[1] > 90.0 or self.domain[0] == self.domain[1]:
             raise ConfigError(
@@ -105,24 +102,19 @@ class SphericalGP(GPGenerator):
         b = batch_size
         nc = randint(*self.num_context, generator)
         nt = int(self.num_targets)
-        if self.lengthscale is None:
-            ell = inverse_gamma(b, *self.lengthscale_invgamma, generator)
-        else:
-            ell = torch.full((b,), float(self.lengthscale), dtype=torch.float64)
+        ell = self._lengthscales(b, lambda: inverse_gamma(b, *self.lengthscale_invgamma, generator))
         xc = uniform((b, nc, 2), *self.domain, generator)
         xt = uniform((b, nt, 2), *self.domain, generator)
-        params = kernel_params(
-            b,
+        move_inputs = None
+        if self.rotation is not None:
+            move_inputs = partial(rotate_lonlat, rotation=euler_rotation_matrix(ROTATIONS[self.rotation], "yxz"))
+        return self._gp_batch(
+            xc,
+            xt,
+            generator,
             kernel=kernel_code(self.kernel),
             lengthscale=ell,
-            variance=self.variance,
-            noise_std=self.noise_std,
             metric=1,
             space_dims=2,
+            move_inputs=move_inputs,
         )
-
-        fc, ft, yc, yt = draw_gp_values(xc, xt, params, generator, joint_targets=self.joint_targets)
-        if self.rotation is not None:
-            rot = euler_rotation_matrix(ROTATIONS[self.rotation], "yxz")
-            xc, xt = rotate_lonlat(xc, rot), rotate_lonlat(xt, rot)
-        return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
