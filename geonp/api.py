@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import frames, geo, reference as references
+from . import frames, geo
+from . import reference as references
 from .chunked import build_problem, lazy_forecast, lazy_infill, observed_counts
 from .errors import (
     ConfigError,

@@ -377,8 +377,8 @@ def describe_targets(targets, crs=None) -> tuple[xr.Dataset, Layout]:
     if isinstance(targets, xr.DataArray):
         targets = targets.to_dataset(name=targets.name or "__target__")
     if not isinstance(targets, xr.Dataset):
-        raise VariableTypeError(f"targets= got a {type(targets).__name__}; expected an xarray Dataset or DataArray whose "
-                          "coordinates are the points to predict at.")
+        raise VariableTypeError(f"targets= got a {type(targets).__name__}; expected an xarray Dataset or DataArray "
+                                "whose coordinates are the points to predict at.")
     coords = xr.Dataset(coords={k: v for k, v in targets.coords.items()})
     ref = None
     for name, c in coords.coords.items():

@@ -207,7 +207,8 @@ def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypa
     monkeypatch.setattr(geonp.api, "fit", fake_fit)
     model = tmp_path / "m.geonp"
     argv = ["fit", str(nc), "--out", str(model), "--var", "t2m", "--model", "te-tnp", "--task", "forecast",
-            "--max-time", "90s", "--steps", "7", "--seed", "3", "--covariates", "hour", "--device", "cpu", "--quiet", "--reference", "none"]
+            "--max-time", "90s", "--steps", "7", "--seed", "3", "--covariates", "hour", "--device", "cpu", "--quiet",
+            "--reference", "none"]
     assert main(argv) == 0
     assert seen == {"var": "t2m", "sizes": {"time": 4, "latitude": 8, "longitude": 10}, "model": "te-tnp",
                     "task": "forecast", "max_time": "90s", "steps": 7, "seed": 3, "covariates": ["hour"], "crs": None,
