@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import frames, geo
+from . import geo, timeaxis
 from . import reference as references
 from .chunked import build_problem, lazy_forecast, lazy_infill, observed_counts
 from .errors import (
@@ -197,43 +197,32 @@ def infill(
 def _init_indices(times: np.ndarray, init_time) -> np.ndarray:
     if init_time is None:
         return np.array([len(times) - 1])
-    if times.dtype == object:  # cftime calendars
-        return _cftime_indices(times, init_time)
-    try:
-        wanted = pd.to_datetime(np.atleast_1d(np.asarray(init_time))).values.astype("datetime64[ns]")
-    except (ValueError, TypeError) as exc:
-        raise TimeAxisError(f"init_time={init_time!r} is not a time; expected e.g. '2019-03-25T00:00'.") from exc
-    have = times.astype("datetime64[ns]")
-    idx = np.searchsorted(have, wanted)
-    bad = [str(w) for w, i in zip(wanted, idx) if i >= len(have) or have[i] != w]
-    if not bad and len(set(idx.tolist())) != len(idx):
-        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
+    wanted = [_as_time(w, times) for w in np.atleast_1d(np.asarray(init_time, dtype=object))]
+    have, want = timeaxis.time_hours(times), timeaxis.time_hours(np.array(wanted))
+    idx = np.searchsorted(have, want)
+    bad = [str(w) for w, h, i in zip(wanted, want, idx) if i >= len(have) or have[i] != h]
     if bad:
-        raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({have[0]} .. {have[-1]}); "
+        raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({times[0]} .. {times[-1]}); "
                             "pick times that are in the data.")
+    if len(set(idx.tolist())) != len(idx):
+        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
     return idx
 
 
-def _cftime_indices(times: np.ndarray, init_time) -> np.ndarray:
-    import cftime
+def _as_time(value, times: np.ndarray):
+    """``value`` (a string or a date) as a time of the data's kind: datetime64, or cftime in its calendar."""
+    try:
+        if not timeaxis.is_time(times) or np.issubdtype(times.dtype, np.datetime64):
+            return pd.Timestamp(value).to_datetime64()
+        if isinstance(value, str):
+            import cftime
 
-    calendar = times[0].calendar
-    idx = []
-    for w in np.atleast_1d(np.asarray(init_time, dtype=object)):
-        if isinstance(w, str):
-            try:
-                w = cftime.datetime.strptime(w.replace("T", " "), "%Y-%m-%d %H:%M" if ":" in w else "%Y-%m-%d",
-                                             calendar=calendar)
-            except ValueError as exc:
-                raise TimeAxisError(f"init_time={w!r} is not a time; expected e.g. '2019-03-25T00:00'.") from exc
-        hits = [i for i, t in enumerate(times) if t == w]
-        if not hits:
-            raise TimeAxisError(f"init_time {w} is not a time step of the data ({times[0]} .. {times[-1]}); "
-                                "pick times that are in the data.")
-        idx.append(hits[0])
-    if len(set(idx)) != len(idx):
-        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
-    return np.array(idx)
+            text = value.replace("T", " ")
+            return cftime.datetime.strptime(text, "%Y-%m-%d %H:%M" if ":" in text else "%Y-%m-%d",
+                                            calendar=times[0].calendar)
+        return value
+    except (ValueError, TypeError) as exc:
+        raise TimeAxisError(f"init_time={value!r} is not a time; expected e.g. '2019-03-25T00:00'.") from exc
 
 
 def forecast(
@@ -260,7 +249,7 @@ def forecast(
     times = np.asarray(ds[layout.time].values)
     if len(times) < 2:
         raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one.")
-    step = frames.time_step_hours(times)
+    step = timeaxis.time_step_hours(times)
     try:
         hours = float(hours)
     except (TypeError, ValueError) as exc:
@@ -358,9 +347,9 @@ def fit(
             names.append("elevation")
         if layout.time is not None and len(ds[layout.time]) > 1:
             times = ds[layout.time].values
-            if frames.time_step_hours(times) < 24:
+            if timeaxis.time_step_hours(times) < 24:
                 names.append("hour")
-            span_days = (frames.time_hours(times[-1:]) - frames.time_hours(times[:1]))[0] / 24
+            span_days = (timeaxis.time_hours(times[-1:]) - timeaxis.time_hours(times[:1]))[0] / 24
             if span_days >= 60:
                 names.append("doy")
         explicit = tuple(names)
@@ -371,7 +360,7 @@ def fit(
         raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
     kind = "none"
     if task == "forecast":  # train on departures from the reference, as forecast will predict them
-        step = frames.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
+        step = timeaxis.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
         kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]))
         if kind == "diurnal":
             ds = references.departure(ds, layout.var, layout.time, lag)

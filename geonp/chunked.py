@@ -20,7 +20,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from . import frames, geo
+from . import frames, geo, timeaxis
 from .frames import Frame
 from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
@@ -157,8 +157,8 @@ def build_problem(
     else:
         unit_km = context_spacing_km(_spacing(source, source.km), observed_fraction)
     times = None if layout.time is None else np.asarray(ds[layout.time].values)
-    hours = np.zeros(1) if times is None else frames.time_hours(times)
-    step = 1.0 if times is None else frames.time_step_hours(times)
+    hours = np.zeros(1) if times is None else timeaxis.time_hours(times)
+    step = 1.0 if times is None else timeaxis.time_step_hours(times)
     time_unit = norm.time_unit_hours or step
     extra_shape = tuple(ds.sizes[d] for d in layout.extra_dims)
     return Problem(_dask_data(ds, layout, {}), layout, source, target, frame, norm, float(unit_km),

@@ -1,4 +1,4 @@
-"""Model-space geometry: metric frames for horizontal coordinates, and time in hours.
+"""Model-space geometry: metric frames for horizontal coordinates (time: :mod:`geonp.timeaxis`).
 
 The models only see coordinate *differences*, so any metric frame works. Longitude/latitude
 points are mapped to an azimuthal equidistant projection in km, centred on the data (one centre
@@ -15,14 +15,13 @@ import pyproj  # noqa: F401  isort: skip  (before anything can load eccodes)
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
-from .geo import Layout, is_cftime
+from .geo import Layout
 
 __all__ = [
     "Frame", "make_frame", "space_points", "lonlat_of", "centre_of", "radius_km", "is_regional",
-    "time_hours", "time_step_hours", "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
+    "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
 ]
 
 #: datasets within this radius of their centre share one projection centre
@@ -133,30 +132,3 @@ def lonlat_of(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
     t = pyproj.Transformer.from_crs(layout.crs, "EPSG:4326", always_xy=True)
     lon, lat = t.transform(x, y)
     return np.asarray(lon), np.asarray(lat)
-
-
-# --- time ----------------------------------------------------------------------------------
-
-
-def time_hours(values: np.ndarray, reference: np.datetime64 | None = None) -> np.ndarray:
-    """Hours since ``reference`` (default 1970-01-01) as float64.
-
-    cftime dates count hours in their own calendar (``cftime.date2num``).
-    """
-    v = np.asarray(values)
-    if v.dtype == object and v.size and is_cftime(v.flat[0]):
-        import cftime
-
-        ref = "1970-01-01" if reference is None else str(np.datetime64(reference, "s")).replace("T", " ")
-        return np.asarray(cftime.date2num(v, f"hours since {ref}", calendar=v.flat[0].calendar), dtype=np.float64)
-    t = pd.to_datetime(v).values.astype("datetime64[ns]")
-    ref = np.datetime64("1970-01-01T00:00", "ns") if reference is None else np.datetime64(reference, "ns")
-    return (t - ref).astype("timedelta64[ns]").astype(np.float64) / 3.6e12
-
-
-def time_step_hours(values: np.ndarray) -> float:
-    """The data's time step in hours: the median spacing (1.0 for a single time)."""
-    h = time_hours(values)
-    if len(h) < 2:
-        return 1.0
-    return float(np.median(np.diff(h)))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from . import timeaxis
 from .errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
 
 __all__ = [
@@ -165,28 +166,9 @@ def _find(ds: xr.Dataset, dims: set, test, names: Sequence[str] = ()) -> str | N
     return None
 
 
-def is_time(values) -> bool:
-    """Whether ``values`` (an array or coordinate) holds times: ``datetime64`` or cftime dates."""
-    v = np.asarray(values)
-    if np.issubdtype(v.dtype, np.datetime64):
-        return True
-    return v.dtype == object and v.size > 0 and is_cftime(v.flat[0])
-
-
-def is_cftime(value) -> bool:
-    """Whether ``value`` is a cftime date (climate-model calendars: noleap, 360_day, ...)."""
-    return hasattr(value, "calendar") and hasattr(value, "dayofyr")
-
-
-def _time_steps_seconds(t: np.ndarray) -> np.ndarray:
-    if np.issubdtype(t.dtype, np.datetime64):
-        return np.diff(t.astype("datetime64[ns]").astype(np.int64)) / 1e9
-    return np.array([step.total_seconds() for step in np.diff(t)])  # cftime: differences are timedeltas
-
-
 def _find_time(ds: xr.Dataset, da: xr.DataArray) -> str | None:
     for dim in da.dims:
-        if dim in ds.coords and is_time(ds[dim].values):
+        if dim in ds.coords and timeaxis.is_time(ds[dim].values):
             return str(dim)
     return None
 
@@ -194,11 +176,11 @@ def _find_time(ds: xr.Dataset, da: xr.DataArray) -> str | None:
 def _promote_time(ds: xr.Dataset, da: xr.DataArray) -> xr.Dataset:
     """Make a datetime (or cftime) coordinate held along a dim (not as its index) the dimension coordinate."""
     for dim in da.dims:
-        if dim in ds.coords and is_time(ds[dim].values):
+        if dim in ds.coords and timeaxis.is_time(ds[dim].values):
             return ds
     for dim in da.dims:
         for name, c in ds.coords.items():
-            if name != dim and c.dims == (dim,) and is_time(c.values):
+            if name != dim and c.dims == (dim,) and timeaxis.is_time(c.values):
                 return ds.swap_dims({dim: name})
     return ds
 
@@ -352,7 +334,7 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
     if layout.time is not None:
         t = ds[layout.time].values
         if len(t) > 1:
-            d = _time_steps_seconds(t) if is_time(t) else None
+            d = timeaxis.steps_seconds(t) if timeaxis.is_time(t) else None
             if d is not None and not (d > 0).all():
                 kind = "duplicate" if (d == 0).any() else "non-monotonic"
                 raise CoordinateError(f"time coordinate {layout.time!r} has {kind} values; expected strictly "

@@ -26,6 +26,13 @@ __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "sta
 COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
 
 
+def _per_lead(table, lead_frames) -> np.ndarray:
+    """``table[lead - 1]`` for each lead (in frames); the last entry serves longer leads."""
+    table = np.asarray(table, dtype=np.float64)
+    idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
+    return table[idx]
+
+
 def covariate_dims(names) -> int:
     """Model columns used by covariates ``names``."""
     for n in names:
@@ -55,7 +62,7 @@ class Normaliser:
         Mean and standard deviation of the training data (recorded, and used for the floor).
     std_scale : float
         Calibration: predictive standard deviations are multiplied by it (fitted by
-        :func:`geonp.fitting.calibrate` on held-out points of the training data).
+        :func:`geonp.calibration.calibrate` on held-out points of the training data).
     lead_std_scale : tuple of float
         Forecast calibration per lead (in frames, lead 1 first); the last value serves longer leads.
     lead_mean_weight : tuple of float
@@ -120,17 +127,11 @@ class Normaliser:
         """Calibration factor of the predictive std (per lead for forecasts)."""
         if lead_frames is None or not self.lead_std_scale:
             return self.std_scale
-        table = np.asarray(self.lead_std_scale, dtype=np.float64)
-        idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
-        return table[idx]
+        return _per_lead(self.lead_std_scale, lead_frames)
 
     def mean_weight(self, lead_frames: np.ndarray) -> np.ndarray | None:
         """Weight of the network's departure from persistence per lead, or ``None`` when uncalibrated."""
-        if not self.lead_mean_weight:
-            return None
-        table = np.asarray(self.lead_mean_weight, dtype=np.float64)
-        idx = np.clip(np.rint(np.asarray(lead_frames, dtype=np.float64)).astype(int) - 1, 0, len(table) - 1)
-        return table[idx]
+        return _per_lead(self.lead_mean_weight, lead_frames) if self.lead_mean_weight else None
 
     def elevation_slope(self, yc: np.ndarray, ec: np.ndarray | None) -> float:
         """Least-squares slope of the context values on elevation (per metre); 0 when it does not apply."""

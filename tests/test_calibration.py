@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from geonp.fitting import gap_distances, match_weights
+from geonp.calibration import gap_distances, match_weights
 
 
 def grid_xy(n=20):

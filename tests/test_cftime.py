@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
-from geonp import frames, geo
+from geonp import timeaxis
 from geonp.errors import CoordinateError, TimeAxisError
 
 cftime = pytest.importorskip("cftime")
@@ -24,10 +24,10 @@ def noleap(times=8, freq="6h", seed=0, gaps=0.3):
 
 def test_hours_count_in_the_data_calendar():
     t = np.array([cftime.DatetimeNoLeap(2001, 2, 28, 18), cftime.DatetimeNoLeap(2001, 3, 1, 0)])
-    assert geo.is_time(t) and frames.time_step_hours(t) == 6.0  # no 29 February in noleap
+    assert timeaxis.is_time(t) and timeaxis.time_step_hours(t) == 6.0  # no 29 February in noleap
     d360 = np.array([cftime.Datetime360Day(2001, 2, 30), cftime.Datetime360Day(2001, 3, 1)])
-    assert frames.time_step_hours(d360) == 24.0  # 30 February exists in a 360-day calendar
-    np.testing.assert_allclose(frames.time_hours(t)[0] - frames.time_hours(t)[1], -6.0)
+    assert timeaxis.time_step_hours(d360) == 24.0  # 30 February exists in a 360-day calendar
+    np.testing.assert_allclose(timeaxis.time_hours(t)[0] - timeaxis.time_hours(t)[1], -6.0)
 
 
 def test_infill_and_forecast_on_a_noleap_calendar():

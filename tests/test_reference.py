@@ -11,8 +11,8 @@ import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
 from geonp import reference
+from geonp.calibration import mean_weights
 from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
-from geonp.fitting import mean_weights
 from geonp.model import resolve_model
 
 
