@@ -287,9 +287,12 @@ def forecast(
         f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
         f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }, coords=coords)
+    name = f"{layout.var}_mean"
     if kind == "diurnal":
-        name = f"{layout.var}_mean"
         out[name] = references.add_back(out[name], ds, layout.var, layout.time, inits, leads, lag)
+    trend_w = m.normaliser.trend_weight(leads)
+    if trend_w is not None:
+        out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
     out = finish(out, layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
     return out
@@ -358,15 +361,15 @@ def fit(
                                     "coordinate; pass covariates=[<name>] or an elevation DataArray.")
     if ("hour" in explicit or "doy" in explicit) and layout.time is None:
         raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
-    kind = "none"
+    kind, raw = "none", None
     if task == "forecast":  # train on departures from the reference, as forecast will predict them
         step = timeaxis.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
         kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]))
         if kind == "diurnal":
-            ds = references.departure(ds, layout.var, layout.time, lag)
+            ds, raw = references.departure(ds, layout.var, layout.time, lag), ds
     else:
         references.check(reference)
     return fit_model(ds, layout, model=model, task=task, reference=kind, max_time=seconds, steps=steps, seed=seed,
                      covariates=explicit, preset=preset, pretrained=pretrained, device=device, progress=progress,
-                     half_window=time_window, context_frames=context_frames, **train_options)
+                     half_window=time_window, context_frames=context_frames, raw_ds=raw, **train_options)
 

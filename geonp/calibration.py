@@ -1,30 +1,32 @@
 """Calibration of a model on held-out points of its training data (forward passes only).
 
-* infill: one factor on the predictive std, ``sqrt(mean(z²))`` over held-out points weighted so
-  that their distances to the context match the data's own gaps;
-* forecast: per lead, a blend of the network's mean with persistence (least squares) and a
-  factor on the std.
+* infill: factors on the predictive std, ``sqrt(mean(z²))`` over held-out points weighted so
+  that their distances to the context match the data's own gaps, per bin of that distance;
+* forecast: per lead, a blend of the network's mean with persistence and the last step's trend
+  (least squares) and a factor on the std.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .data import SamplerConfig, TaskSampler, Window
+from .data import SamplerConfig, TaskSampler, Window, gap_to_context, nearest_distance
 from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
 
-__all__ = ["calibrate", "gap_distances", "match_weights", "mean_weights"]
+__all__ = ["calibrate", "gap_distances", "gap_scales", "match_weights", "mean_weights"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
-              settings: dict, n_tasks: int, seed: int) -> dict:
+              settings: dict, n_tasks: int, seed: int, raw: np.ndarray | None = None) -> dict:
     """Scale of the predictive std that makes held-out errors unit-variance: ``sqrt(mean(z²))``.
 
     Infill: tasks hold out 5–30 % of a frame's observed points and keep every other observed
     point as context, as prediction does. Forecast: tasks with the context of prediction (the
-    model's ``context_frames``), one factor per lead. Forward passes only.
+    model's ``context_frames``), one factor per lead, after the mean is blended with persistence
+    and the trend (see :func:`mean_weights`; ``raw`` is the variable when ``values`` are departures
+    from a reference). Forward passes only.
     """
     if config.task == "infill":
         cal = SamplerConfig(task="infill", max_context=4096, max_targets=256, half_window=settings["half_window"],
@@ -32,7 +34,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     else:
         cal = SamplerConfig(task="forecast", max_context=4096, max_targets=512,
                             context_frames=settings["context_frames"], max_lead=config.max_lead)
-    sampler = TaskSampler(values, window, norm, config=cal)
+    sampler = TaskSampler(values, window, norm, config=cal, raw=raw)
     rng = np.random.default_rng(10_000 + seed)
     tasks = []
     while len(tasks) < n_tasks:
@@ -45,32 +47,26 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     std = np.concatenate([s for _, s in preds])
     if config.task == "infill":
         # weight the held-out points so their distances to the context match the data's own gaps
-        near = np.concatenate([_nearest_same_frame(t) for t in tasks])
+        near = np.concatenate([gap_to_context(t) for t in tasks])
         w = match_weights(near, gap_distances(values, window.xy, np.random.default_rng(20_000 + seed)))
         z2 = ((y - mean) / std) ** 2
-        return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0))}
+        centres, scales = gap_scales(near, z2, w)
+        return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0)),
+                "gap_distance": centres, "gap_std_scale": scales}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
     persistence = np.concatenate([t.persistence for t in tasks])
-    weights = mean_weights(y, mean, persistence, leads, config.max_lead)
-    w = np.asarray(weights)[np.clip(leads, 1, config.max_lead) - 1]
-    mean = np.where(np.isfinite(persistence), persistence + w * (mean - persistence), mean)
+    trend = np.concatenate([t.trend for t in tasks])
+    weights, trend_weights = mean_weights(y, mean, persistence, leads, config.max_lead, trend)
+    k = np.clip(leads, 1, config.max_lead) - 1
+    w, v = np.asarray(weights)[k], np.asarray(trend_weights)[k]
+    mean = np.where(np.isfinite(persistence), persistence + w * (mean - persistence), mean) + v * trend
     z2 = ((y - mean) / std) ** 2
     out = {"std_scale": float(np.clip(np.sqrt(np.mean(z2)), 0.2, 5.0))}
     out["lead_std_scale"] = tuple(
         float(np.clip(np.sqrt(np.mean(z2[leads == k])), 0.2, 5.0)) if (leads == k).any() else out["std_scale"]
         for k in range(1, config.max_lead + 1))
     out["lead_mean_weight"] = weights
-    return out
-
-
-def _nearest_same_frame(task) -> np.ndarray:
-    """Distance (model units) from each target to the nearest context point of its own frame."""
-    out = np.full(task.num_targets, np.inf)
-    for t in np.unique(task.xt[:, 2]):
-        ctx = task.xc[task.xc[:, 2] == t, :2]
-        sel = task.xt[:, 2] == t
-        if len(ctx):
-            out[sel] = _nearest(task.xt[sel, :2], ctx)
+    out["lead_trend_weight"] = trend_weights
     return out
 
 
@@ -91,7 +87,7 @@ def gap_distances(values: np.ndarray, xy: np.ndarray, rng: np.random.Generator, 
         idx = np.argsort(((xy - centre) ** 2).sum(1))[:region] if P > region else np.arange(P)
         obs, miss = xy[idx[finite[e, t, idx]]], xy[idx[~finite[e, t, idx]]]
         if len(obs) and len(miss):
-            out.append(_nearest(miss, obs))
+            out.append(nearest_distance(miss, obs))
     return np.concatenate(out) if out else np.zeros(0)
 
 
@@ -111,22 +107,66 @@ def match_weights(distances: np.ndarray, wanted: np.ndarray, bins: int = 16) -> 
 
 
 def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads: np.ndarray,
-                 max_lead: int) -> tuple[float, ...]:
-    """Per lead, the least-squares weight ``w`` of ``persistence + w * (mean - persistence)``.
+                 max_lead: int, trend: np.ndarray | None = None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per lead, least-squares weights of ``persistence + w * (mean - persistence) + v * trend``.
 
-    The calibrated forecast blends the network with persistence (model output statistics, one
-    number per lead); ``w`` is clipped to [0, 1.5], and is 1 where a lead has no usable points.
+    The calibrated forecast blends the network with persistence and the last step's trend (model
+    output statistics, two numbers per lead). ``w`` is clipped to [0, 1.5] and ``v`` to
+    [-0.5, 1.5] (``v`` refitted when ``w`` was clipped); a lead without usable points gets
+    ``w = 1, v = 0``, and ``trend=None`` fits ``w`` alone.
+
+    Returns
+    -------
+    w, v : tuple of float
+        One weight per lead, lead 1 first.
     """
-    out = []
+    f_all = np.zeros_like(mean) if trend is None else np.where(np.isfinite(trend), trend, 0.0)
+    ws, vs = [], []
     for k in range(1, max_lead + 1):
-        sel = (leads == k) & np.isfinite(persistence)
-        d = mean[sel] - persistence[sel]
-        denom = float(np.sum(d * d))
-        w = float(np.sum((y[sel] - persistence[sel]) * d) / denom) if denom > 0 else 1.0
-        out.append(float(np.clip(w, 0.0, 1.5)))
-    return tuple(out)
+        sel = (leads == k) & np.isfinite(persistence) & np.isfinite(mean) & np.isfinite(y)
+        d, f, r = mean[sel] - persistence[sel], f_all[sel], y[sel] - persistence[sel]
+        dd, ff, df = float(d @ d), float(f @ f), float(d @ f)
+        if dd <= 0:
+            ws.append(1.0), vs.append(0.0)
+            continue
+        w, v = float(r @ d) / dd, 0.0
+        if ff > 0:
+            det = dd * ff - df * df
+            if det > 1e-9 * dd * ff:
+                w = (float(r @ d) * ff - float(r @ f) * df) / det
+            w = float(np.clip(w, 0.0, 1.5))
+            v = float(np.clip((float(r @ f) - w * df) / ff, -0.5, 1.5))
+        ws.append(float(np.clip(w, 0.0, 1.5))), vs.append(v)
+    return tuple(ws), tuple(vs)
 
 
-def _nearest(points: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """Distance from each of ``points`` ``[n, 2]`` to the nearest of ``others`` ``[m, 2]``."""
-    return np.sqrt(((points[:, None] - others[None]) ** 2).sum(-1).min(1))
+
+def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, bins: int = 6,
+               min_points: int = 200) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Std factors ``sqrt(mean(z²))`` in bins of gap distance (weighted quantile bins).
+
+    Bins hold equal shares of ``weights`` (the data's own gap profile) and at least
+    ``min_points`` points each (fewer bins otherwise); each is represented by its weighted
+    median distance. Returns ``(distances, factors)``, increasing distances; empty when there are
+    too few points for one bin.
+    """
+    ok = np.isfinite(distance) & np.isfinite(z2) & (weights > 0)
+    d, z2, w = distance[ok], z2[ok], weights[ok]
+    n = int(min(bins, len(d) // max(min_points, 1)))
+    if n < 1:
+        return (), ()
+    order = np.argsort(d)
+    d, z2, w = d[order], z2[order], w[order]
+    cw = np.cumsum(w) / np.sum(w)
+    cuts = np.searchsorted(cw, np.arange(1, n) / n)
+    centres, scales = [], []
+    for part in np.split(np.arange(len(d)), cuts):
+        if len(part) < min_points // 2:
+            continue
+        pw = w[part]
+        median = float(d[part][np.searchsorted(np.cumsum(pw) / pw.sum(), 0.5)])
+        if centres and median <= centres[-1] * (1 + 1e-6):
+            continue
+        centres.append(max(median, 1e-6))
+        scales.append(float(np.clip(np.sqrt(np.sum(pw * z2[part]) / pw.sum()), 0.2, 5.0)))
+    return tuple(centres), tuple(scales)

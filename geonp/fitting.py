@@ -96,9 +96,14 @@ def fit_model(
     pretrained: bool = True,
     device: str = "auto",
     progress: bool = True,
+    raw_ds: xr.Dataset | None = None,
     **train_options: Any,
 ) -> Model:
-    """Fit ``model`` on ``layout.var`` of ``ds``; see :func:`geonp.api.fit`."""
+    """Fit ``model`` on ``layout.var`` of ``ds``; see :func:`geonp.api.fit`.
+
+    ``raw_ds`` holds the variable itself when ``ds`` holds its departures from a forecast reference
+    (it gives the calibration's trend term).
+    """
     name = str(model).lower().replace("_", "-")
     times = ds[layout.time].values if layout.time is not None else None
     step = timeaxis.time_step_hours(times) if times is not None else 1.0
@@ -108,8 +113,7 @@ def fit_model(
     E = int(np.prod(probe.extra_shape))
     T, P = data.shape[len(probe.extra_shape)], probe.source.size
     keep = _frames_to_keep(T, P, E)
-    values = np.asarray(data[..., keep, :, :] if probe.source.is_grid else data[..., keep, :], dtype=np.float64)
-    values = values.reshape(E, len(keep), P)
+    values = _kept_values(probe, keep)
     finite = np.isfinite(values)
     if not finite.any():
         raise NoDataError(f"every value of {layout.var!r} is missing; there is nothing to train on.")
@@ -162,7 +166,11 @@ def fit_model(
                       best_val_loss=result.best_val)
     net = net.cpu().eval()
     if calibration_tasks > 0:
-        scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed)
+        raw = None
+        if raw_ds is not None and task == "forecast":
+            raw = _kept_values(build_problem(raw_ds, layout, Normaliser(time_unit_hours=step), observed_fraction=1.0),
+                               keep)
+        scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed, raw=raw)
         norm = replace(norm, **scales)
         record["calibration"] = scales
     record.update({
@@ -172,6 +180,14 @@ def fit_model(
     })
     return Model(net, norm, name=name, task=task, variables=(layout.var,), crs_wkt=layout.crs_wkt,
                  settings=settings, source=source, metadata=record)
+
+
+def _kept_values(problem, keep: np.ndarray) -> np.ndarray:
+    """Load the problem's values at frames ``keep`` as ``[series, frames, points]`` float64."""
+    data = problem.data
+    E, P = int(np.prod(problem.extra_shape)), problem.source.size
+    values = np.asarray(data[..., keep, :, :] if problem.source.is_grid else data[..., keep, :], dtype=np.float64)
+    return values.reshape(E, len(keep), P)
 
 
 def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:

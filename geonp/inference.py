@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .data.tasks import Task, Window, forecast_tasks, infill_tasks
+from .data.tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks
 from .errors import ConfigError
 from .models import Batch, NeuralProcess, model_from_config
 from .normalise import Normaliser
@@ -197,7 +197,14 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), len(targets))
-    out[1] *= norm.std_factor()
+    if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
+        gap = np.full(out.shape[1:], np.inf)
+        for i, t in enumerate(tasks):
+            if t is not None:
+                gap[i] = gap_to_context(t)
+        out[1] *= norm.std_factor(distance=gap).astype(np.float32)
+    else:
+        out[1] *= norm.std_factor()
     return out.reshape(2, len(meta["frames"]), *meta["tile_shape"])
 
 

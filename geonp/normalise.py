@@ -26,6 +26,9 @@ __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "sta
 COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
 
 
+_TUPLES = ("covariates", "lead_std_scale", "lead_mean_weight", "lead_trend_weight", "gap_distance", "gap_std_scale")
+
+
 def _per_lead(table, lead_frames) -> np.ndarray:
     """``table[lead - 1]`` for each lead (in frames); the last entry serves longer leads."""
     table = np.asarray(table, dtype=np.float64)
@@ -68,10 +71,20 @@ class Normaliser:
     lead_mean_weight : tuple of float
         Forecast calibration of the mean per lead: ``persistence + w * (mean - persistence)``, with
         persistence the value at the initial time (empty: the network's mean as it is).
+    gap_distance, gap_std_scale : tuple of float
+        Infill calibration by gap size: factors on the predictive std at these distances (model
+        units, increasing) from a target to the nearest context point of its own frame,
+        interpolated in log-distance and constant beyond the ends. Empty: ``std_scale`` everywhere.
+    lead_trend_weight : tuple of float
+        Forecast calibration per lead: the weight ``v`` of a trend term added to the mean,
+        ``v * ((y(t0) - y(t0 - 1)) - (r(t0 + h) - r(t0 + h - 1)))``: the last step's change less the
+        reference ``r``'s change over the step ending at the valid time (``r = 0`` without a
+        reference). Empty: no trend term. See :func:`geonp.reference.trend`.
     elevation_trend : bool
-        When the points have an elevation, remove a linear trend in elevation fitted to each task's
-        context (least squares) before standardising, and add it back to the predictive mean: the
-        model then sees the field without its lapse rate (as regression kriging does).
+        When the points have an elevation, remove a trend in elevation fitted to each task's
+        context (least squares, linear or quadratic: :meth:`elevation_fit`) before standardising,
+        and add it back to the predictive mean: the model then sees the field without its lapse
+        rate (as regression kriging does).
     """
 
     space_unit_km: float | None = None
@@ -85,11 +98,18 @@ class Normaliser:
     std_scale: float = 1.0
     lead_std_scale: tuple[float, ...] = ()
     lead_mean_weight: tuple[float, ...] = ()
+    lead_trend_weight: tuple[float, ...] = ()
+    gap_distance: tuple[float, ...] = ()
+    gap_std_scale: tuple[float, ...] = ()
     elevation_trend: bool = True
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         covariate_dims(self.covariates)
+        if len(self.gap_distance) != len(self.gap_std_scale) or np.any(np.diff(self.gap_distance) <= 0) or (
+                self.gap_distance and min(self.gap_distance) <= 0):
+            raise ConfigError(f"gap_distance {self.gap_distance} and gap_std_scale {self.gap_std_scale} must have "
+                              "the same length, with positive increasing distances.")
         for name in ("space_unit_km", "time_unit_hours"):
             v = getattr(self, name)
             if v is not None and not (np.isfinite(v) and v > 0):
@@ -105,9 +125,8 @@ class Normaliser:
     def to_dict(self) -> dict:
         """Plain-data form (saved with the model)."""
         d = asdict(self)
-        d["covariates"] = list(self.covariates)
-        d["lead_std_scale"] = list(self.lead_std_scale)
-        d["lead_mean_weight"] = list(self.lead_mean_weight)
+        for name in _TUPLES:
+            d[name] = list(d[name])
         return d
 
     @classmethod
@@ -118,13 +137,16 @@ class Normaliser:
         if unknown:
             raise ConfigError(f"unknown Normaliser fields {unknown}; expected some of {sorted(names)}.")
         data = dict(data)
-        data["covariates"] = tuple(data.get("covariates", ()))
-        data["lead_std_scale"] = tuple(data.get("lead_std_scale", ()))
-        data["lead_mean_weight"] = tuple(data.get("lead_mean_weight", ()))
+        for name in _TUPLES:
+            data[name] = tuple(data.get(name, ()))
         return cls(**data)
 
-    def std_factor(self, lead_frames: np.ndarray | None = None) -> np.ndarray | float:
-        """Calibration factor of the predictive std (per lead for forecasts)."""
+    def std_factor(self, lead_frames: np.ndarray | None = None,
+                   distance: np.ndarray | None = None) -> np.ndarray | float:
+        """Calibration factor of the predictive std: per lead for forecasts, per gap ``distance`` for infill."""
+        if distance is not None and self.gap_std_scale:
+            d = np.log(np.maximum(np.asarray(distance, dtype=np.float64), 1e-6))
+            return np.interp(d, np.log(np.asarray(self.gap_distance)), np.asarray(self.gap_std_scale))
         if lead_frames is None or not self.lead_std_scale:
             return self.std_scale
         return _per_lead(self.lead_std_scale, lead_frames)
@@ -133,19 +155,38 @@ class Normaliser:
         """Weight of the network's departure from persistence per lead, or ``None`` when uncalibrated."""
         return _per_lead(self.lead_mean_weight, lead_frames) if self.lead_mean_weight else None
 
-    def elevation_slope(self, yc: np.ndarray, ec: np.ndarray | None) -> float:
-        """Least-squares slope of the context values on elevation (per metre); 0 when it does not apply."""
+    def trend_weight(self, lead_frames: np.ndarray) -> np.ndarray | None:
+        """Weight of the trend term per lead (see ``lead_trend_weight``), or ``None`` when there is none."""
+        return _per_lead(self.lead_trend_weight, lead_frames) if self.lead_trend_weight else None
+
+    def elevation_fit(self, yc: np.ndarray, ec: np.ndarray | None) -> tuple[float, np.ndarray] | None:
+        """Fit the context values' trend in elevation: ``(e0, coefficients)`` or ``None`` when it does not apply.
+
+        The trend is ``Σ_k c_k u^k`` with ``u = (e - e0) / 1000 m``, ``e0`` the context's mean
+        elevation: linear (a lapse rate) from 10 context points, quadratic (a lapse rate that
+        changes with height, as inversions in valleys make it) from 30, least squares with an
+        intercept that is not kept. ``None`` without elevations, with any missing, with fewer than
+        10 points or when the elevations lie within ~5 m of each other.
+        """
         if not self.elevation_trend or ec is None:
-            return 0.0
+            return None
         yc, ec = np.asarray(yc, dtype=np.float64), np.asarray(ec, dtype=np.float64)
-        ok = np.isfinite(ec)
-        if ok.sum() < 10 or not ok.all():
-            return 0.0
-        e = ec - ec.mean()
-        var = float((e * e).mean())
-        if var < 25.0:  # elevations within ~5 m of each other: no trend to learn
-            return 0.0
-        return float((e * (yc - yc.mean())).mean() / var)
+        if len(ec) < 10 or not np.isfinite(ec).all():
+            return None
+        e0 = float(ec.mean())
+        u = (ec - e0) / 1000.0
+        if float((u * u).mean()) < 25e-6:  # elevations within ~5 m of each other: no trend to learn
+            return None
+        powers = np.stack([u ** k for k in range(1, 3 if len(ec) >= 30 else 2)], 1)
+        design = np.concatenate([np.ones((len(u), 1)), powers], 1)
+        coef = np.linalg.lstsq(design, yc, rcond=None)[0][1:]
+        return e0, coef
+
+    def elevation_offset(self, fit: tuple[float, np.ndarray], e: np.ndarray) -> np.ndarray:
+        """The trend of :meth:`elevation_fit` at elevations ``e`` (m), without its intercept."""
+        e0, coef = fit
+        u = (np.asarray(e, dtype=np.float64) - e0) / 1000.0
+        return sum(c * u ** (k + 1) for k, c in enumerate(coef))
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored)."""

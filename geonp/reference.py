@@ -23,7 +23,7 @@ import xarray as xr
 
 from .errors import ConfigError, TimeAxisError
 
-__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "add_back"]
+__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "add_back", "trend", "add_trend"]
 
 REFERENCES = ("auto", "diurnal", "none")
 
@@ -113,3 +113,37 @@ def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits:
                             "use hours <= 24 and initial times a day into the data.")
     ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))}).transpose(*mean.dims)
     return (mean + ref.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int) -> xr.DataArray:
+    """Compute the calibration's trend term per initial time and lead (lazy when ``var`` is dask-backed).
+
+    ``(y(t0) - y(t0 - 1)) - (r(t0 + h) - r(t0 + h - 1))``: the last step's change less the change
+    of the reference ``r(t) = y(t - lag)`` over the step ending at the valid time (``r = 0`` when
+    ``lag`` is 0). Dims ``(init_time, lead_time, ...)``; 0 where a value is missing or the first
+    initial time has no previous step.
+    """
+    y = ds[var]
+    inits, leads = np.asarray(inits), np.asarray(leads)
+
+    def at(idx: np.ndarray) -> xr.DataArray:
+        dims = ("init_time", "lead_time")[: idx.ndim]
+        return y.isel({time_dim: xr.DataArray(np.clip(idx, 0, None), dims=dims)})
+
+    change = (at(inits) - at(inits - 1)).where(xr.DataArray(inits >= 1, dims="init_time"))
+    if lag:
+        valid = inits[:, None] + leads[None, :] - lag
+        if valid.min() < 1:
+            raise TimeAxisError("the trend term needs y(valid - 24 h - 1 step); use initial times a day into the data.")
+        out = change - (at(valid) - at(valid - 1))
+    else:
+        out = change.expand_dims(lead_time=len(leads), axis=1)
+    return out.fillna(0.0).drop_vars(time_dim, errors="ignore")
+
+
+def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
+              leads: np.ndarray, lag: int, weights: np.ndarray) -> xr.DataArray:
+    """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``weights[lead] * trend``."""
+    t = trend(ds, var, time_dim, inits, leads, lag).transpose(*mean.dims)
+    w = np.asarray(weights, dtype=np.float64).reshape([-1 if d == "lead_time" else 1 for d in mean.dims])
+    return (mean + (t.data * w).astype(mean.dtype)).assign_attrs(mean.attrs)

@@ -246,6 +246,27 @@ def test_calibration_only_fit_rescales_the_std_and_nothing_else():
     np.testing.assert_allclose(calibrated.tmax_std, zero_shot.tmax_std * scale, rtol=1e-5)
 
 
+def test_gap_calibration_scales_the_std_by_distance_to_the_data(small):
+    from dataclasses import replace
+
+    from geonp.model import resolve_model
+
+    ds, _ = small
+    base = resolve_model("bsa-tnp")
+    plain = ds.np.infill("t2m", model=base)
+    flat = replace(base, normaliser=replace(base.normaliser, gap_distance=(0.1, 10.0), gap_std_scale=(2.0, 2.0)))
+    np.testing.assert_allclose(ds.np.infill("t2m", model=flat).t2m_std, 2 * plain.t2m_std, rtol=1e-5)
+    rising = replace(base, normaliser=replace(base.normaliser, gap_distance=(0.3, 3.0), gap_std_scale=(1.0, 3.0)))
+    ratio = (ds.np.infill("t2m", model=rising).t2m_std / plain.t2m_std).values
+    gaps = np.isnan(ds.t2m.values)
+    assert ratio[gaps].min() >= 1.0 - 1e-5 and ratio[gaps].max() <= 3.0 + 1e-5
+    # cells next to an observed cell get smaller factors than cells far from any
+    cells = np.argwhere(gaps)
+    dist = np.array([np.abs(np.argwhere(~gaps[t])[:, None] - [y, x]).max(-1).min() for t, y, x in cells])
+    near, far = ratio[gaps][dist == 1].mean(), ratio[gaps][dist >= 2].mean()
+    assert near < far
+
+
 def test_forecast_calibration_has_one_factor_per_lead(small):
     ds, _ = small
     full = ds.fillna(280.0)

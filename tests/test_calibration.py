@@ -1,9 +1,12 @@
-"""Calibration helpers: gap-matched weights for the infill std scale."""
+"""Calibration helpers (gap-matched weights, per-gap-size std factors) and the per-task elevation trend."""
 
 import numpy as np
 import pytest
 
-from geonp.calibration import gap_distances, match_weights
+from geonp.calibration import gap_distances, gap_scales, match_weights
+from geonp.data import Task, gap_to_context, nearest_distance
+from geonp.errors import ConfigError
+from geonp.normalise import Normaliser
 
 
 def grid_xy(n=20):
@@ -42,3 +45,54 @@ def test_match_weights_reproduce_the_wanted_histogram():
     assert (w[have < 0.5] == 0).all()  # distances the gaps never show count for nothing
     np.testing.assert_array_equal(match_weights(have, np.zeros(0)), np.ones(len(have)))
 
+
+
+def test_nearest_distance_matches_brute_force():
+    rng = np.random.default_rng(2)
+    pts, others = rng.uniform(0, 50, (3000, 2)), rng.uniform(0, 50, (700, 2))
+    brute = np.sqrt(((pts[:, None] - others[None]) ** 2).sum(-1)).min(1)
+    np.testing.assert_allclose(nearest_distance(pts, others, chunk=256), brute, rtol=1e-6, atol=1e-5)
+    assert np.isinf(nearest_distance(pts[:3], np.zeros((0, 2)))).all()
+
+
+def test_gap_to_context_only_counts_the_targets_own_frame():
+    xc = np.array([[0.0, 0.0, 0.0], [5.0, 0.0, 1.0]])
+    xt = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 1.0], [1.0, 0.0, 2.0]])
+    task = Task(xc=xc, yc=np.zeros((2, 1)), xt=xt)
+    np.testing.assert_allclose(gap_to_context(task), [1.0, 4.0, np.inf])
+
+
+def test_gap_scales_follow_the_error_growth_with_distance():
+    rng = np.random.default_rng(3)
+    d = np.exp(rng.uniform(np.log(0.2), np.log(8.0), 30000))
+    true_scale = 0.5 + 0.25 * d  # the network's std is too small far from the data, too large near it
+    z2 = (true_scale * rng.standard_normal(len(d))) ** 2
+    centres, scales = gap_scales(d, z2, np.ones(len(d)))
+    assert len(centres) == 6 and np.all(np.diff(centres) > 0)
+    np.testing.assert_allclose(scales, 0.5 + 0.25 * np.asarray(centres), rtol=0.25)
+    norm = Normaliser(gap_distance=centres, gap_std_scale=scales)
+    f = norm.std_factor(distance=np.array([0.01, centres[2], 100.0, np.inf]))
+    np.testing.assert_allclose(f, [scales[0], scales[2], scales[-1], scales[-1]])
+    # weights decide where the bins lie: only the distances the data's gaps show
+    near_only = gap_scales(d, z2, (d < 1.0).astype(float))[0]
+    assert max(near_only) < 1.0
+    assert gap_scales(d[:50], z2[:50], np.ones(50)) == ((), ())
+    with pytest.raises(ConfigError, match="positive increasing distances"):
+        Normaliser(gap_distance=(1.0, 0.5), gap_std_scale=(1.0, 1.0))
+
+
+def test_elevation_trend_is_quadratic_from_thirty_points():
+    rng = np.random.default_rng(4)
+    e = rng.uniform(1000, 3500, 60)
+    u = (e - e.mean()) / 1000
+    y = 20 - 6.5 * u + 1.5 * u**2
+    norm = Normaliser()
+    e0, coef = norm.elevation_fit(y, e)
+    assert e0 == pytest.approx(e.mean())
+    np.testing.assert_allclose(coef, [-6.5, 1.5], atol=1e-9)
+    np.testing.assert_allclose(norm.elevation_offset((e0, coef), e), y - 20, atol=1e-9)
+    assert len(norm.elevation_fit(y[:20], e[:20])[1]) == 1  # 10..29 points: a lapse rate only
+    assert norm.elevation_fit(y[:9], e[:9]) is None
+    assert norm.elevation_fit(y, np.full(60, 1500.0)) is None
+    assert norm.elevation_fit(y, np.where(np.arange(60) == 3, np.nan, e)) is None
+    assert Normaliser(elevation_trend=False).elevation_fit(y, e) is None

@@ -113,9 +113,52 @@ def test_mean_weights_are_the_least_squares_blend():
     y = p + w_true * d + 0.01 * rng.standard_normal(n)
     p_missing = p.copy()
     p_missing[:10] = np.nan  # points without a persistence value are left out
-    w = mean_weights(y, p + d, p_missing, leads, max_lead=3)
+    w, v = mean_weights(y, p + d, p_missing, leads, max_lead=3)
     np.testing.assert_allclose(w[:2], [0.3, 0.8], atol=0.01)
-    assert w[2] == 1.0  # no points at lead 3
+    assert w[2] == 1.0 and v == (0.0, 0.0, 0.0)  # no points at lead 3; no trend given
+
+
+def test_mean_weights_fit_the_trend_jointly():
+    rng = np.random.default_rng(1)
+    n = 6000
+    leads = np.repeat([1, 2, 3], n // 3)
+    p, d = rng.standard_normal(n), rng.standard_normal(n)
+    f = 0.5 * d + rng.standard_normal(n)  # correlated with the network's departure
+    w_true, v_true = np.array([0.2, 0.6, 2.0])[leads - 1], np.array([0.9, 0.4, 0.3])[leads - 1]
+    y = p + w_true * d + v_true * f + 0.01 * rng.standard_normal(n)
+    w, v = mean_weights(y, p + d, p, leads, max_lead=3, trend=f)
+    np.testing.assert_allclose(w[:2], [0.2, 0.6], atol=0.01)
+    np.testing.assert_allclose(v[:2], [0.9, 0.4], atol=0.01)
+    assert w[2] == 1.5  # clipped, and the trend weight refitted given the clipped w
+    np.testing.assert_allclose(v[2], 0.3 + 0.5 * 0.5 / 1.25, atol=0.02)
+
+
+def test_trend_term_is_the_last_change_less_the_references(data):
+    y = data.t2m.values.astype(np.float64)
+    inits, leads = np.array([0, 30, 35]), np.array([1, 2, 3])
+    plain = reference.trend(data, "t2m", "time", inits, leads, 0).transpose("init_time", "lead_time", ...).values
+    assert np.all(plain[0] == 0)  # no step before the first frame
+    for k in range(3):
+        np.testing.assert_allclose(plain[1:, k], y[inits[1:]] - y[inits[1:] - 1], rtol=1e-5)
+    diurnal = reference.trend(data, "t2m", "time", inits[1:], leads, 24).transpose("init_time", "lead_time", ...)
+    for a, i in enumerate(inits[1:]):
+        for b, h in enumerate(leads):
+            r = y[i + h - 24] - y[i + h - 25]
+            np.testing.assert_allclose(diurnal.values[a, b], y[i] - y[i - 1] - r, rtol=1e-4, atol=1e-5)
+    with pytest.raises(TimeAxisError, match="a day into the data"):
+        reference.trend(data, "t2m", "time", np.array([20]), leads, 24)
+
+
+def test_trend_weights_turn_the_forecast_into_linear_extrapolation(data):
+    base = resolve_model("te-pt-tnp")
+    norm = replace(base.normaliser, lead_mean_weight=(0.0, 0.0), lead_trend_weight=(1.0, 2.0))
+    model = replace(base, normaliser=norm, settings={**base.settings, "reference": "none", "context_frames": 2})
+    fc = data.np.forecast("t2m", hours=2, model=model)
+    y = data.t2m.values
+    for h in (1, 2):
+        np.testing.assert_allclose(fc.t2m_mean.values[0, h - 1], y[-1] + h * (y[-1] - y[-2]), rtol=1e-6)
+    lazy = data.chunk({"time": 8}).np.forecast("t2m", hours=2, model=model, chunks={"latitude": 3})
+    np.testing.assert_allclose(lazy.t2m_mean.values, fc.t2m_mean.values, rtol=1e-6)
 
 
 def test_calibrated_mean_blends_towards_the_initial_frame(data):
@@ -135,6 +178,37 @@ def test_calibrated_mean_blends_towards_the_initial_frame(data):
 def test_forecast_calibration_fits_a_weight_per_lead(data, tmp_path):
     model = data.np.fit("t2m", model="te-pt-tnp", task="forecast", steps=0, progress=False, covariates=[],
                         calibration_tasks=8, context_frames=2, reference="none")
-    w = model.normaliser.lead_mean_weight
+    w, v = model.normaliser.lead_mean_weight, model.normaliser.lead_trend_weight
     assert len(w) == 6 and all(0.0 <= x <= 1.5 for x in w)
-    assert geonp.load_model(model.save(tmp_path / "c.geonp")).normaliser.lead_mean_weight == w
+    assert len(v) == 6 and all(-0.5 <= x <= 1.5 for x in v)
+    loaded = geonp.load_model(model.save(tmp_path / "c.geonp")).normaliser
+    assert loaded.lead_mean_weight == w and loaded.lead_trend_weight == v
+
+
+def test_sampler_trend_uses_the_raw_series_behind_the_departures():
+    from geonp.data import SamplerConfig, TaskSampler, Window
+    from geonp.normalise import Normaliser
+
+    rng = np.random.default_rng(3)
+    T, P, lag = 60, 9, 24
+    raw = rng.standard_normal((1, T, P)).cumsum(1)
+    dep = raw - np.concatenate([np.full((1, lag, P), np.nan), raw[:, :-lag]], 1)
+    window = Window(values=np.zeros((T, 0)), xy=rng.uniform(0, 3, (P, 2)), t=np.arange(T, dtype=float),
+                    hours=np.arange(T, dtype=float), lon=np.zeros(P))
+    config = SamplerConfig(task="forecast", max_context=256, max_targets=16, context_frames=2, max_lead=3)
+    sampler = TaskSampler(dep, window, Normaliser(time_unit_hours=1.0), config, raw=raw)
+    checked = 0
+    for seed in range(40):
+        task = sampler.sample(np.random.default_rng(seed))
+        t0 = int(round(task.xc[:, 2].max()))
+        if t0 < lag + 1:
+            continue
+        for j in range(task.num_targets):
+            v = int(round(task.xt[j, 2]))
+            p = int(np.flatnonzero(np.all(np.isclose(window.xy, task.xt[j, :2]), 1))[0])
+            want = raw[0, t0, p] - raw[0, t0 - 1, p] - (raw[0, v - lag, p] - raw[0, v - lag - 1, p])
+            np.testing.assert_allclose(task.trend[j], want, rtol=1e-9, atol=1e-9)
+            checked += 1
+    assert checked > 50
+    with pytest.raises(ConfigError, match="expected the shape of values"):
+        TaskSampler(dep, window, Normaliser(time_unit_hours=1.0), config, raw=raw[:, :10])

@@ -1,6 +1,9 @@
 """xarray/numpy data → neural-process tasks and back (no torch)."""
 
 from .sampler import SamplerConfig, TaskSampler
-from .tasks import Task, Window, forecast_tasks, infill_tasks
+from .tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks, nearest_distance
 
-__all__ = ["Window", "Task", "infill_tasks", "forecast_tasks", "SamplerConfig", "TaskSampler"]
+__all__ = [
+    "Window", "Task", "infill_tasks", "forecast_tasks", "gap_to_context", "nearest_distance", "SamplerConfig",
+    "TaskSampler",
+]

@@ -63,10 +63,18 @@ class TaskSampler:
         Scales (covariates, value standardisation).
     config : SamplerConfig
         Counts and windows.
+    raw : ndarray ``[E, T, P]``, optional
+        Forecast: the variable itself when ``values`` are departures from a reference (``values =
+        raw - reference``); it gives each task's ``trend`` (see
+        :attr:`geonp.normalise.Normaliser.lead_trend_weight`). Default: ``values`` (no reference).
     """
 
-    def __init__(self, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig) -> None:
+    def __init__(self, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
+                 raw: np.ndarray | None = None) -> None:
         self.values = np.asarray(values, dtype=np.float64)
+        self.raw = self.values if raw is None else np.asarray(raw, dtype=np.float64)
+        if self.raw.shape != self.values.shape:
+            raise ConfigError(f"raw has shape {self.raw.shape}; expected the shape of values {self.values.shape}.")
         self.window = window
         self.norm = norm
         self.config = config
@@ -165,7 +173,22 @@ class TaskSampler:
         zt = None if self.cov is None else self.cov[frames, pts]
         task = self._task(xc, yc, zc, pc, xt, self.values[e, frames, pts], zt, pts)
         task.persistence = self.values[e, i, pts]
+        task.trend = self._trend(e, i, frames, pts)
         return task
+
+    def _trend(self, e: int, i: int, frames: np.ndarray, pts: np.ndarray) -> np.ndarray:
+        """``(y(t0) - y(t0 - 1)) - (r(v) - r(v - 1))`` at the targets (data units; 0 where unknown).
+
+        ``y`` is ``raw``, ``r = raw - values`` the reference, ``t0`` frame ``i`` and ``v`` the valid frames.
+        """
+        t = self.window.t
+        if i < 1 or abs(t[i] - t[i - 1] - 1.0) > 1e-6:  # no previous step (or a gap in the kept frames)
+            return np.zeros(len(pts))
+        raw, dep = self.raw[e], self.values[e]
+        change = raw[i, pts] - raw[i - 1, pts]
+        ref_change = (raw[frames, pts] - dep[frames, pts]) - (raw[frames - 1, pts] - dep[frames - 1, pts])
+        out = change - ref_change
+        return np.where(np.isfinite(out), out, 0.0)
 
     def _task(self, xc, yc, zc, pc, xt, yt, zt, pt) -> Task:
         elev = self.window.elevation

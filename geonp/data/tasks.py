@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
 
-__all__ = ["Window", "Task", "make_task", "infill_tasks", "forecast_tasks"]
+__all__ = ["Window", "Task", "make_task", "infill_tasks", "forecast_tasks", "nearest_distance", "gap_to_context"]
 
 
 @dataclass
@@ -70,6 +70,7 @@ class Task:
     scale: float = 1.0
     offset: np.ndarray | None = None  # [nt] data units added to the mean (elevation trend)
     persistence: np.ndarray | None = None  # [nt] data units: the targets' values at the initial frame (forecast)
+    trend: np.ndarray | None = None  # [nt] data units: the trend predictor of the calibration (forecast)
 
     def to_data(self, loc: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-unit predictions of the targets back to data units."""
@@ -92,12 +93,11 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None) -> Task:
 
     ``ec``/``et`` are the elevations (m) of the context and target points, or ``None``.
     """
-    slope = norm.elevation_slope(yc, ec)
+    fit = norm.elevation_fit(yc, ec) if et is not None else None
     offset = None
-    if slope != 0.0:
-        e0 = float(np.mean(ec))
-        yc = yc - slope * (ec - e0)
-        offset = slope * (np.asarray(et, dtype=np.float64) - e0)
+    if fit is not None:
+        yc = yc - norm.elevation_offset(fit, ec)
+        offset = norm.elevation_offset(fit, et)
     shift, scale = norm.standardise(yc)
     if yt is not None:
         yt = ((yt - shift - (offset if offset is not None else 0.0)) / scale)[:, None]
@@ -202,3 +202,30 @@ def forecast_tasks(
         et = None if window.elevation is None else np.tile(window.elevation[targets], len(leads))
         tasks.append(make_task(norm, xc, yc, zc, ec, xt, zt, et))
     return tasks
+
+
+def nearest_distance(points: np.ndarray, others: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """Distance from each of ``points`` ``[n, d]`` to the nearest of ``others`` ``[m, d]`` (inf when ``m = 0``).
+
+    Squared distances come from one matrix product per chunk of ``chunk`` points (memory
+    ``chunk × m``).
+    """
+    points, others = np.asarray(points, dtype=np.float64), np.asarray(others, dtype=np.float64)
+    out = np.full(len(points), np.inf)
+    if len(others) == 0:
+        return out
+    oo = (others * others).sum(1)
+    for lo in range(0, len(points), chunk):
+        p = points[lo : lo + chunk]
+        d2 = (p * p).sum(1)[:, None] + oo[None, :] - 2.0 * (p @ others.T)
+        out[lo : lo + chunk] = np.sqrt(np.maximum(d2.min(1), 0.0))
+    return out
+
+
+def gap_to_context(task: Task) -> np.ndarray:
+    """Distance (model units) from each target to the nearest context point of its own frame."""
+    out = np.full(task.num_targets, np.inf)
+    for t in np.unique(task.xt[:, 2]):
+        sel = task.xt[:, 2] == t
+        out[sel] = nearest_distance(task.xt[sel, :2], task.xc[task.xc[:, 2] == t, :2])
+    return out
