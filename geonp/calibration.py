@@ -3,7 +3,7 @@
 * infill: factors on the predictive std, ``sqrt(mean(z²))`` over held-out points weighted so
   that their distances to the context match the data's own gaps, per bin of that distance;
 * forecast: per lead, a blend of the network's mean with persistence and the last step's trend
-  (least squares) and a factor on the std.
+  (least squares), and the std ``sqrt((a σ)² + b²)`` (maximum likelihood).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
 
-__all__ = ["calibrate", "gap_distances", "gap_scales", "match_weights", "mean_weights"]
+__all__ = ["calibrate", "gap_distances", "gap_scales", "match_weights", "mean_weights", "std_fit"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
@@ -62,9 +62,10 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     mean = np.where(np.isfinite(persistence), persistence + w * (mean - persistence), mean) + v * trend
     z2 = ((y - mean) / std) ** 2
     out = {"std_scale": float(np.clip(np.sqrt(np.mean(z2)), 0.2, 5.0))}
-    out["lead_std_scale"] = tuple(
-        float(np.clip(np.sqrt(np.mean(z2[leads == k])), 0.2, 5.0)) if (leads == k).any() else out["std_scale"]
-        for k in range(1, config.max_lead + 1))
+    fits = [std_fit(y[leads == k] - mean[leads == k], std[leads == k]) if (leads == k).any()
+            else (out["std_scale"], 0.0) for k in range(1, config.max_lead + 1)]
+    out["lead_std_scale"] = tuple(a for a, _ in fits)
+    out["lead_std_extra"] = tuple(b for _, b in fits)
     out["lead_mean_weight"] = weights
     out["lead_trend_weight"] = trend_weights
     return out
@@ -141,32 +142,63 @@ def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads
 
 
 
-def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, bins: int = 6,
-               min_points: int = 200) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Std factors ``sqrt(mean(z²))`` in bins of gap distance (weighted quantile bins).
+def std_fit(error: np.ndarray, std: np.ndarray, steps: int = 21) -> tuple[float, float]:
+    """Maximum-likelihood ``(a, b)`` of the predictive std ``sqrt((a σ)² + b²)`` for these errors.
 
-    Bins hold equal shares of ``weights`` (the data's own gap profile) and at least
-    ``min_points`` points each (fewer bins otherwise); each is represented by its weighted
-    median distance. Returns ``(distances, factors)``, increasing distances; empty when there are
-    too few points for one bin.
+    A grid over the share ``λ`` of the variance that follows the network's ``σ`` (the rest is a
+    constant ``b²``), with the overall size in closed form for each ``λ``: where the network's
+    std says little about its errors the fit moves towards a constant std. ``a`` is clipped to
+    [0, 5]; ``b`` is in data units.
+    """
+    ok = np.isfinite(error) & np.isfinite(std) & (std > 0)
+    e2, s2 = error[ok] ** 2, std[ok] ** 2
+    if len(e2) == 0:
+        return 1.0, 0.0
+    m = float(s2.mean())
+    best = None
+    for lam in np.linspace(0.0, 1.0, steps):
+        g = lam * s2 / m + (1.0 - lam)  # shape of the variance, mean 1
+        g = np.maximum(g, 1e-12)
+        c2 = float(np.mean(e2 / g))
+        nll = float(np.mean(np.log(c2 * g)))  # + 1 + log 2π, the same for every λ
+        if best is None or nll < best[0]:
+            best = (nll, lam, c2)
+    _, lam, c2 = best
+    return float(np.clip(np.sqrt(c2 * lam / m), 0.0, 5.0)), float(np.sqrt(c2 * (1.0 - lam)))
+
+
+def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
+               levels: tuple[float, ...] = (0.25, 0.5, 0.7, 0.85, 0.95),
+               min_points: int = 100) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Std factors ``sqrt(mean(z²))`` (weighted) in bins of gap distance.
+
+    Bins end where the cumulative weight (the data's own gap profile) reaches ``levels``; they get
+    narrower towards large distances, where the errors grow fastest. A bin with fewer than
+    ``min_points`` points joins its smaller-distance neighbour. Each bin is represented by its
+    weighted median distance. Returns ``(distances, factors)``, increasing distances; empty when
+    there are fewer than ``min_points`` usable points.
     """
     ok = np.isfinite(distance) & np.isfinite(z2) & (weights > 0)
     d, z2, w = distance[ok], z2[ok], weights[ok]
-    n = int(min(bins, len(d) // max(min_points, 1)))
-    if n < 1:
+    if len(d) < min_points:
         return (), ()
     order = np.argsort(d)
     d, z2, w = d[order], z2[order], w[order]
-    cw = np.cumsum(w) / np.sum(w)
-    cuts = np.searchsorted(cw, np.arange(1, n) / n)
-    centres, scales = [], []
+    cuts = np.searchsorted(np.cumsum(w) / np.sum(w), np.asarray(levels), side="right")
+    parts: list[np.ndarray] = []
     for part in np.split(np.arange(len(d)), cuts):
-        if len(part) < min_points // 2:
-            continue
+        if parts and (len(part) < min_points or len(parts[-1]) < min_points):
+            parts[-1] = np.concatenate([parts[-1], part])
+        elif len(part):
+            parts.append(part)
+    if len(parts) > 1 and len(parts[-1]) < min_points:
+        parts[-2:] = [np.concatenate(parts[-2:])]
+    centres, scales = [], []
+    for part in parts:
         pw = w[part]
-        median = float(d[part][np.searchsorted(np.cumsum(pw) / pw.sum(), 0.5)])
-        if centres and median <= centres[-1] * (1 + 1e-6):
+        median = max(float(d[part][np.searchsorted(np.cumsum(pw) / pw.sum(), 0.5)]), 1e-6)
+        if centres and median <= centres[-1] * (1 + 1e-6):  # ties: keep the first
             continue
-        centres.append(max(median, 1e-6))
+        centres.append(median)
         scales.append(float(np.clip(np.sqrt(np.sum(pw * z2[part]) / pw.sum()), 0.2, 5.0)))
     return tuple(centres), tuple(scales)

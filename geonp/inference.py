@@ -224,8 +224,12 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), n_tgt)
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
-    out[1] *= np.asarray(norm.std_factor(np.asarray(meta["lead_frames"])), dtype=np.float32).reshape(-1, 1)
-    weight = norm.mean_weight(np.asarray(meta["lead_frames"]))
+    lead_frames = np.asarray(meta["lead_frames"])
+    out[1] *= np.asarray(norm.std_factor(lead_frames), dtype=np.float32).reshape(-1, 1)
+    extra = norm.std_extra(lead_frames)
+    if extra is not None:
+        out[1] = np.sqrt(out[1] ** 2 + extra.astype(np.float32).reshape(-1, 1) ** 2)
+    weight = norm.mean_weight(lead_frames)
     if weight is not None and persistence is not None:
         p = np.asarray(persistence, dtype=np.float32).reshape(len(meta["frames"]), 1, -1)
         shrunk = p + weight.astype(np.float32).reshape(1, -1, 1) * (out[0] - p)

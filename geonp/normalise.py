@@ -26,7 +26,7 @@ __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "sta
 COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
 
 
-_TUPLES = ("covariates", "lead_std_scale", "lead_mean_weight", "lead_trend_weight", "gap_distance", "gap_std_scale")
+_TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance", "gap_std_scale")
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:
@@ -68,6 +68,9 @@ class Normaliser:
         :func:`geonp.calibration.calibrate` on held-out points of the training data).
     lead_std_scale : tuple of float
         Forecast calibration per lead (in frames, lead 1 first); the last value serves longer leads.
+    lead_std_extra : tuple of float
+        Forecast calibration per lead: a std (data units) added in quadrature to the scaled
+        predictive std, ``sqrt((lead_std_scale · σ)² + lead_std_extra²)`` (empty: none).
     lead_mean_weight : tuple of float
         Forecast calibration of the mean per lead: ``persistence + w * (mean - persistence)``, with
         persistence the value at the initial time (empty: the network's mean as it is).
@@ -97,6 +100,7 @@ class Normaliser:
     value_std: float = 1.0
     std_scale: float = 1.0
     lead_std_scale: tuple[float, ...] = ()
+    lead_std_extra: tuple[float, ...] = ()
     lead_mean_weight: tuple[float, ...] = ()
     lead_trend_weight: tuple[float, ...] = ()
     gap_distance: tuple[float, ...] = ()
@@ -150,6 +154,10 @@ class Normaliser:
         if lead_frames is None or not self.lead_std_scale:
             return self.std_scale
         return _per_lead(self.lead_std_scale, lead_frames)
+
+    def std_extra(self, lead_frames: np.ndarray) -> np.ndarray | None:
+        """Std added in quadrature per lead (data units), or ``None`` when there is none."""
+        return _per_lead(self.lead_std_extra, lead_frames) if self.lead_std_extra else None
 
     def mean_weight(self, lead_frames: np.ndarray) -> np.ndarray | None:
         """Weight of the network's departure from persistence per lead, or ``None`` when uncalibrated."""

@@ -272,13 +272,15 @@ def test_forecast_calibration_has_one_factor_per_lead(small):
     full = ds.fillna(280.0)
     model = full.np.fit("t2m", task="forecast", steps=0, progress=False, covariates=[], calibration_tasks=8,
                         context_frames=2)
-    scales = model.normaliser.lead_std_scale
-    assert len(scales) == 6 and all(0.2 <= s <= 5.0 for s in scales)
+    scales, extra = model.normaliser.lead_std_scale, model.normaliser.lead_std_extra
+    assert len(scales) == 6 and all(0.0 <= s <= 5.0 for s in scales)
+    assert len(extra) == 6 and all(b >= 0.0 for b in extra)
     assert model.settings["context_frames"] == 2
     a = full.np.forecast("t2m", hours=2, context_frames=2)
     b = full.np.forecast("t2m", hours=2, model=model)
-    ratio = (b.t2m_std / a.t2m_std).mean(("init_time", "latitude", "longitude")).values
-    np.testing.assert_allclose(ratio, scales[:2], rtol=1e-4)
+    want = np.sqrt((np.asarray(scales[:2])[:, None, None] * a.t2m_std.values[0]) ** 2
+                   + np.asarray(extra[:2])[:, None, None] ** 2)
+    np.testing.assert_allclose(b.t2m_std.values[0], want, rtol=1e-4)
 
 
 def test_elevation_trend_is_removed_per_task_and_added_back():

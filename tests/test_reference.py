@@ -212,3 +212,24 @@ def test_sampler_trend_uses_the_raw_series_behind_the_departures():
     assert checked > 50
     with pytest.raises(ConfigError, match="expected the shape of values"):
         TaskSampler(dep, window, Normaliser(time_unit_hours=1.0), config, raw=raw[:, :10])
+
+
+def test_infill_holes_persist_through_the_time_window():
+    """A sampled hole is missing from every frame of the window, as real gaps (clouds, outages) are."""
+    from geonp.data import SamplerConfig, TaskSampler, Window
+    from geonp.normalise import Normaliser
+
+    g = np.stack(np.meshgrid(np.arange(16.0), np.arange(16.0), indexing="ij"), -1).reshape(-1, 2)
+    T = 5
+    window = Window(values=np.zeros((T, 0)), xy=g, t=np.arange(T, dtype=float), hours=np.arange(T, dtype=float),
+                    lon=np.zeros(len(g)))
+    values = np.random.default_rng(0).standard_normal((1, T, len(g)))
+    config = SamplerConfig(task="infill", max_context=4096, max_targets=4096, half_window=2,
+                           keep_range=(0.999, 1.0), hole_probability=1.0)
+    sampler = TaskSampler(values, window, Normaliser(time_unit_hours=1.0), config)
+    for seed in range(10):
+        task = sampler.sample(np.random.default_rng(seed))
+        assert task.num_targets > 1
+        seen = {tuple(p) for p in task.xc[:, :2]}
+        # every target but (at most) a few dropped by the keep fraction lies in the hole of all frames
+        assert sum(tuple(p) in seen for p in task.xt[:, :2]) <= 0.05 * len(g) + 1

@@ -38,7 +38,7 @@ class SamplerConfig:
     context_frames: int = 4  # forecast: frames up to and including the initial frame
     max_lead: int = 6  # forecast: largest lead in frames
     keep_range: tuple[float, float] = (0.05, 1.0)  # infill: fraction of observed points kept as context
-    hole_probability: float = 0.25  # infill: chance of a contiguous hole in the target frame
+    hole_probability: float = 0.25  # infill: chance of a contiguous hole (missing from every frame of the window)
 
     def __post_init__(self) -> None:
         if self.task not in ("infill", "forecast"):
@@ -129,8 +129,8 @@ class TaskSampler:
         frames = np.arange(max(0, i - c.half_window), min(T, i + c.half_window + 1))
         per_point = len(frames) * max(self.obs_fraction, 1e-3) * keep
         region = self._region(rng, int(max(32, c.max_context / per_point)))
-        picks, target_idx = [], None
-        for j in frames:
+        picks, target_idx, hole = [], None, None
+        for j in [i, *(f for f in frames if f != i)]:  # the target frame first: it decides the hole
             obs = np.flatnonzero(np.isfinite(self.values[e, j, region]))
             kept = obs[rng.random(len(obs)) < keep]
             if j == i:
@@ -138,9 +138,11 @@ class TaskSampler:
                     kept = kept[: len(kept) - 1]
                 if rng.random() < c.hole_probability and len(kept) > 4:
                     xy = self.window.xy[region[kept]]
-                    centre = xy[rng.integers(len(xy))]
-                    radius = np.sqrt(rng.uniform(0.02, 0.2) * np.ptp(xy, 0).prod() / np.pi + 1e-12)
-                    kept = kept[((xy - centre) ** 2).sum(1) > radius**2]
+                    hole = xy[rng.integers(len(xy))], np.sqrt(rng.uniform(0.02, 0.2) * np.ptp(xy, 0).prod() / np.pi
+                                                              + 1e-12)
+            if hole is not None:  # a hole persists: it is missing from every frame of the window
+                kept = kept[((self.window.xy[region[kept]] - hole[0]) ** 2).sum(1) > hole[1] ** 2]
+            if j == i:
                 target_idx = np.setdiff1d(obs, kept)
             picks.append((j, region[kept]))
         if len(target_idx) > c.max_targets:
