@@ -250,8 +250,14 @@ def _infill_doc(inf: dict, kind: str) -> list[str]:
     lines.append("")
     for k, f in inf["fits"].items():
         lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on the masked "
-                     f"2019-03-01..21, std scale {f['std_scale']:.2f}.")
+                     f"2019-03-01..21, std scale {f['std_scale']:.2f}{_gap_profile(f)}.")
     return lines + [""]
+
+
+def _gap_profile(fit: dict) -> str:
+    """Format the per-gap-size std factors of a fit as text (empty when it has none)."""
+    pairs = ", ".join(f"{s:.2f} at {d:.2f}" for d, s in zip(fit.get("gap_distance", []), fit.get("gap_std_scale", [])))
+    return f"; by gap distance (model units): {pairs}" if pairs else ""
 
 
 def doc() -> None:
@@ -279,9 +285,11 @@ def doc() -> None:
         for k, f in fc["fits"].items():
             scales = ", ".join(f"{x:.2f}" for x in f.get("lead_std_scale", []))
             weights = ", ".join(f"{x:.2f}" for x in f.get("lead_mean_weight", []))
-            lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on 2019-03-01..21, "
-                         f"std scale per lead {scales}; weight of the network's departure from persistence per "
-                         f"lead {weights or '–'}.")
+            trend = ", ".join(f"{x:.2f}" for x in f.get("lead_trend_weight", []))
+            extra = ", ".join(f"{x:.2f}" for x in f.get("lead_std_extra", []))
+            lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on 2019-03-01..21; "
+                         f"per lead: std factor a {scales}, added std b {extra or '–'} K, weight w of the network's "
+                         f"departure from persistence {weights or '–'}, trend weight v {trend or '–'}.")
         lines.append("")
     co = _load("colorado")
     if co:
@@ -292,7 +300,7 @@ def doc() -> None:
         lines.append("")
         for k, f in co["fits"].items():
             lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on 1895..1949, "
-                         f"std scale {f['std_scale']:.2f}, covariates {f['covariates']}.")
+                         f"std scale {f['std_scale']:.2f}{_gap_profile(f)}, covariates {f['covariates']}.")
         lines.append("")
     mo = _load("era5-month")
     if mo:

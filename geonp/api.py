@@ -299,7 +299,7 @@ def forecast(
 
 
 def _reference_of(model: Model, reference: str | None) -> str:
-    """The reference to use: the option, unless the model was fitted with another one."""
+    """Return the reference to use: the option, unless the model was fitted with another one."""
     own = str(model.settings.get("reference", "auto"))
     if reference is None:
         return own

@@ -93,7 +93,7 @@ def gap_distances(values: np.ndarray, xy: np.ndarray, rng: np.random.Generator, 
 
 
 def match_weights(distances: np.ndarray, wanted: np.ndarray, bins: int = 16) -> np.ndarray:
-    """Importance weights that give ``distances`` the histogram of ``wanted`` (log-spaced bins).
+    """Weight ``distances`` so that they follow the histogram of ``wanted`` (log-spaced bins).
 
     Uniform weights when ``wanted`` is empty; bins that ``wanted`` does not reach get weight 0.
     """

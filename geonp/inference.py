@@ -56,7 +56,7 @@ _LOCK = threading.Lock()
 
 
 def net_from_payload(payload: ModelPayload, device: torch.device) -> NeuralProcess:
-    """The model of ``payload`` on ``device``, built once per process and device."""
+    """Return the model of ``payload`` on ``device``, built once per process and device."""
     key = (payload.digest, str(device))
     with _LOCK:
         net = _CACHE.get(key)
@@ -159,7 +159,7 @@ def _threads(n: int | None) -> None:
 
 
 def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
-    """The context window plus the target points (appended with NaN values, so never context)."""
+    """Return the context window plus the target points (appended with NaN values, so never context)."""
     tw = values.shape[0]
     v = np.asarray(values, dtype=np.float64).reshape(tw, -1)
     n_ctx, n_tgt = v.shape[1], len(meta["tgt_xy"])

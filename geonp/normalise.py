@@ -26,7 +26,8 @@ __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "sta
 COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
 
 
-_TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance", "gap_std_scale")
+_TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance",
+           "gap_std_scale")
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:
@@ -191,7 +192,7 @@ class Normaliser:
         return e0, coef
 
     def elevation_offset(self, fit: tuple[float, np.ndarray], e: np.ndarray) -> np.ndarray:
-        """The trend of :meth:`elevation_fit` at elevations ``e`` (m), without its intercept."""
+        """Evaluate the trend of :meth:`elevation_fit` at elevations ``e`` (m), without its intercept."""
         e0, coef = fit
         u = (np.asarray(e, dtype=np.float64) - e0) / 1000.0
         return sum(c * u ** (k + 1) for k, c in enumerate(coef))

@@ -29,7 +29,7 @@ REFERENCES = ("auto", "diurnal", "none")
 
 
 def check(reference: str) -> str:
-    """``reference`` lower-cased, or a :class:`~geonp.errors.ConfigError` when it is not one of :data:`REFERENCES`."""
+    """Return ``reference`` lower-cased; a :class:`~geonp.errors.ConfigError` when it is not in :data:`REFERENCES`."""
     ref = str(reference).lower()
     if ref not in REFERENCES:
         raise ConfigError(f"reference={reference!r}; expected one of {REFERENCES}.")

@@ -20,7 +20,7 @@ from geonp.errors import (
 
 
 def field(nlat=8, nlon=10, times=4, keep=0.4, seed=0, lat0=50.0, lon0=-3.0):
-    """A smooth lat/lon field with random gaps (NaN)."""
+    """Make a smooth lat/lon field with random gaps (NaN)."""
     lat = lat0 + 0.25 * np.arange(nlat)
     lon = lon0 + 0.25 * np.arange(nlon)
     t = np.arange(times)

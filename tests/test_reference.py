@@ -17,7 +17,7 @@ from geonp.model import resolve_model
 
 
 def hourly(times=40, nlat=6, nlon=7, seed=0, freq="h"):
-    """A field with a daily cycle plus a slowly moving anomaly, fully observed."""
+    """Make a field with a daily cycle plus a slowly moving anomaly, fully observed."""
     rng = np.random.default_rng(seed)
     t = pd.date_range("2019-03-01", periods=times, freq=freq)
     lat = 52.0 + 0.25 * np.arange(nlat)

@@ -89,7 +89,7 @@ class Task:
 
 
 def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None) -> Task:
-    """A task with values standardised by its context, after removing the elevation trend.
+    """Build a task with values standardised by its context, after removing the elevation trend.
 
     ``ec``/``et`` are the elevations (m) of the context and target points, or ``None``.
     """
