@@ -233,3 +233,20 @@ def test_infill_holes_persist_through_the_time_window():
         seen = {tuple(p) for p in task.xc[:, :2]}
         # every target but (at most) a few dropped by the keep fraction lies in the hole of all frames
         assert sum(tuple(p) in seen for p in task.xt[:, :2]) <= 0.05 * len(g) + 1
+
+
+def test_trend_term_with_the_diurnal_reference_and_an_extra_dim():
+    d = hourly(times=60)
+    ens = xr.concat([d, d + 1.0], dim="member").transpose("member", "time", ...)
+    base = resolve_model("te-pt-tnp")
+    norm = replace(base.normaliser, lead_mean_weight=(0.0, 0.0), lead_trend_weight=(1.0, 2.0))
+    model = replace(base, normaliser=norm, settings={**base.settings, "reference": "auto", "context_frames": 2})
+    fc = ens.np.forecast("t2m", hours=2, model=model, init_time=ens.time.values[[40, 50]])
+    assert fc.attrs["geonp_reference"] == "diurnal"
+    assert fc.t2m_mean.dims == ("member", "init_time", "lead_time", "latitude", "longitude")
+    y = ens.t2m.values.astype(np.float64)
+    for a, i in enumerate((40, 50)):
+        for h in (1, 2):  # diurnal persistence plus h times the trend term
+            want = (y[:, i] + y[:, i + h - 24] - y[:, i - 24]
+                    + h * ((y[:, i] - y[:, i - 1]) - (y[:, i + h - 24] - y[:, i + h - 25])))
+            np.testing.assert_allclose(fc.t2m_mean.values[:, a, h - 1], want, atol=1e-4)
