@@ -42,6 +42,10 @@ class GeonpAccessor:
             Space halo of each chunk's context window, in model units (typical spacings).
         time_window : int, optional
             Frames each side of a target frame used as context.
+        calibrate : bool, default False
+            First calibrate the shipped weights on the input itself (the std, per gap size, from
+            held-out observed points; the gaps are never read). Forward passes only: about the
+            cost of ``fit(steps=0)``. Only for a shipped model name.
 
         Returns
         -------
@@ -65,7 +69,9 @@ class GeonpAccessor:
         ``halo``, ``context_frames`` (past frames used as context) and ``reference``
         (``"diurnal"``: the network forecasts the change since the same hour a day earlier, which
         is added back; ``"none"``: the variable itself; default: the model's, ``"auto"`` for
-        shipped models, which picks diurnal for sub-daily data with a day of history). Returns
+        shipped models, which picks diurnal for sub-daily data with a day of history), and
+        ``calibrate`` (``True``: first calibrate the shipped weights' mean blend, trend term and
+        std per lead on the history up to the first initial time, forward passes only). Returns
         ``{var}_mean`` and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a
         ``valid_time`` coordinate.
         """

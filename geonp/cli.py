@@ -81,6 +81,9 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
                    help="compute chunk by chunk, lazily: frames per chunk (24) or dim=size pairs "
                         "(time=24,latitude=64,longitude=64)")
     p.add_argument("--halo", type=float, help="space halo of each chunk's context, in model units (typical spacings)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="calibrate the shipped weights on the input first (held-out observed points; for forecasts "
+                        "the history before the first initial time), forward passes only")
 
 
 _NAME_OR_PATH = "shipped model name (bsa-tnp, default; te-pt-tnp) or the path of a model saved by `geonp fit`"
@@ -194,7 +197,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo,
-                            time_window=args.time_window)
+                            time_window=args.time_window, calibrate=args.calibrate)
     _write(result, out, args, history, start)
 
 
@@ -208,7 +211,8 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
-                              halo=args.halo, context_frames=args.context_frames, reference=args.reference)
+                              halo=args.halo, context_frames=args.context_frames, reference=args.reference,
+                              calibrate=args.calibrate)
     _write(result, out, args, history, start)
 
 

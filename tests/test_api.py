@@ -267,6 +267,17 @@ def test_gap_calibration_scales_the_std_by_distance_to_the_data(small):
     assert near < far
 
 
+def test_infill_calibrate_equals_a_calibration_only_fit_on_the_input(small):
+    ds, _ = small
+    model = ds.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False, covariates=[])
+    by_hand = ds.np.infill("t2m", model=model)
+    calibrated = ds.np.infill("t2m", model="te-pt-tnp", calibrate=True)
+    np.testing.assert_allclose(calibrated.t2m_std, by_hand.t2m_std, rtol=1e-6)
+    np.testing.assert_allclose(calibrated.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp").t2m_mean, rtol=1e-6)
+    with pytest.raises(ConfigError, match="calibrated already"):
+        ds.np.infill("t2m", model=model, calibrate=True)
+
+
 def test_forecast_calibration_has_one_factor_per_lead(small):
     ds, _ = small
     full = ds.fillna(280.0)

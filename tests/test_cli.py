@@ -155,6 +155,16 @@ def test_cli_infill__chunked_equals_unchunked_and_quiet_is_quiet(nc, tmp_path, c
     np.testing.assert_allclose(xa.t2m_std.values, xb.t2m_std.values, rtol=1e-5, atol=1e-5)
 
 
+def test_cli_infill__calibrate_changes_only_the_std(nc, tmp_path, capsys):
+    """`--calibrate` calibrates the shipped weights on the input first: same mean, rescaled std."""
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    assert main(["infill", str(nc), "--out", str(a), "--quiet", "--model", "te-pt-tnp"]) == 0
+    assert main(["infill", str(nc), "--out", str(b), "--quiet", "--model", "te-pt-tnp", "--calibrate"]) == 0
+    xa, xb = xr.open_zarr(a), xr.open_zarr(b)
+    np.testing.assert_allclose(xa.t2m_mean.values, xb.t2m_mean.values, rtol=1e-6)
+    assert not np.allclose(xa.t2m_std.values, xb.t2m_std.values)
+
+
 def test_cli_infill__overwrite_replaces_the_store(nc, tmp_path, capsys):
     """`--overwrite` replaces an existing store."""
     out = tmp_path / "out.zarr"

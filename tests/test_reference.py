@@ -250,3 +250,24 @@ def test_trend_term_with_the_diurnal_reference_and_an_extra_dim():
             want = (y[:, i] + y[:, i + h - 24] - y[:, i - 24]
                     + h * ((y[:, i] - y[:, i - 1]) - (y[:, i + h - 24] - y[:, i + h - 25])))
             np.testing.assert_allclose(fc.t2m_mean.values[:, a, h - 1], want, atol=1e-4)
+
+
+def test_forecast_calibrate_uses_only_the_history_before_the_first_init():
+    d = hourly(times=72)
+    init = d.time.values[60]
+    calibrated = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=True)
+    # the same as fitting with steps=0 on the frames up to the init, then forecasting
+    fitted = d.isel(time=slice(0, 61)).np.fit("t2m", model="te-pt-tnp", task="forecast", steps=0, progress=False,
+                                             covariates=[])
+    by_hand = d.np.forecast("t2m", hours=2, model=fitted, init_time=init)
+    np.testing.assert_allclose(calibrated.t2m_mean.values, by_hand.t2m_mean.values, rtol=1e-6)
+    np.testing.assert_allclose(calibrated.t2m_std.values, by_hand.t2m_std.values, rtol=1e-6)
+    # what comes after the init is never read: changing it changes nothing
+    later = d.copy(deep=True)
+    later["t2m"][dict(time=slice(61, None))] = 0.0
+    again = later.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=True)
+    np.testing.assert_allclose(again.t2m_mean.values[..., :], calibrated.t2m_mean.values, rtol=1e-6)
+    assert not np.allclose(calibrated.t2m_mean.values,
+                           d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init).t2m_mean.values)
+    with pytest.raises(ConfigError, match="calibrated already"):
+        d.np.forecast("t2m", hours=2, model=fitted, init_time=init, calibrate=True)
