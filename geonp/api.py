@@ -159,8 +159,10 @@ def infill(
     calibrate: bool = False,
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
+    from .fitting import calibrate_shipped
+
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
-    base = _calibrated_on_input(model, ds, layout, "infill", time_window=time_window) if calibrate else model
+    base = calibrate_shipped(model, ds, layout, "infill", time_window=time_window) if calibrate else model
     m = with_settings(resolve_model(base), halo=halo, half_window=time_window)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None)
     lazy = ds[layout.var].chunks is not None or chunks is not None
@@ -268,8 +270,10 @@ def forecast(
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
     work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds
     if calibrate:  # on the history up to the first initial time: nothing after it is seen
+        from .fitting import calibrate_shipped
+
         past = {layout.time: slice(0, int(inits.min()) + 1)}
-        m = with_settings(_calibrated_on_input(model, work.isel(past), layout, "forecast", kind=kind,
+        m = with_settings(calibrate_shipped(model, work.isel(past), layout, "forecast", kind=kind,
                                                raw=ds.isel(past) if kind == "diurnal" else None,
                                                context_frames=context_frames),
                           halo=halo, context_frames=context_frames)
@@ -305,33 +309,6 @@ def forecast(
     out = finish(out, layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
     return out
-
-
-def _calibrated_on_input(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
-                         raw: xr.Dataset | None = None, time_window: int | None = None,
-                         context_frames: int | None = None) -> Model:
-    """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
-
-    The same calibration as ``fit(steps=0)``, on the data being predicted: held-out observed
-    points for infill (the gaps are never read), the history before the first initial time for
-    forecasts.
-    """
-    from .fitting import fit_model
-    from .pretrained import PRETRAINED
-
-    name = str(model).lower().replace("_", "-") if isinstance(model, str) else None
-    if name not in PRETRAINED:
-        raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
-                          f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
-                          "steps=0 on these data.")
-    try:
-        return fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
-                         progress=False, raw_ds=raw, reference=kind, half_window=time_window,
-                         context_frames=context_frames)
-    except NoDataError as exc:
-        raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
-                          + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "
-                             "times." if task == "forecast" else "Pass calibrate=False.")) from exc
 
 
 def _reference_of(model: Model, reference: str | None) -> str:

@@ -127,17 +127,15 @@ def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads
         sel = (leads == k) & np.isfinite(persistence) & np.isfinite(mean) & np.isfinite(y)
         d, f, r = mean[sel] - persistence[sel], f_all[sel], y[sel] - persistence[sel]
         dd, ff, df = float(d @ d), float(f @ f), float(d @ f)
-        if dd <= 0:
-            ws.append(1.0), vs.append(0.0)
-            continue
-        w, v = float(r @ d) / dd, 0.0
-        if ff > 0:
-            det = dd * ff - df * df
-            if det > 1e-9 * dd * ff:
-                w = (float(r @ d) * ff - float(r @ f) * df) / det
-            w = float(np.clip(w, 0.0, 1.5))
+        w, v = (float(r @ d) / dd if dd > 0 else 1.0), 0.0
+        det = dd * ff - df * df
+        if dd > 0 and ff > 0 and det > 1e-9 * dd * ff:  # joint least squares
+            w = (float(r @ d) * ff - float(r @ f) * df) / det
+        w = float(np.clip(w, 0.0, 1.5))
+        if ff > 0:  # the trend weight given the (clipped) w
             v = float(np.clip((float(r @ f) - w * df) / ff, -0.5, 1.5))
-        ws.append(float(np.clip(w, 0.0, 1.5))), vs.append(v)
+        ws.append(w)
+        vs.append(v)
     return tuple(ws), tuple(vs)
 
 
@@ -191,8 +189,6 @@ def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
             parts[-1] = np.concatenate([parts[-1], part])
         elif len(part):
             parts.append(part)
-    if len(parts) > 1 and len(parts[-1]) < min_points:
-        parts[-2:] = [np.concatenate(parts[-2:])]
     centres, scales = [], []
     for part in parts:
         pw = w[part]

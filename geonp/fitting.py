@@ -20,7 +20,7 @@ from . import frames, geo, timeaxis
 from .calibration import calibrate
 from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
-from .errors import NoDataError
+from .errors import ConfigError, NoDataError
 from .inference import collate, resolve_device
 from .model import DEFAULT_SETTINGS, Model
 from .models import Batch, NeuralProcess, build_model
@@ -28,7 +28,7 @@ from .normalise import Normaliser
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
-__all__ = ["fit_model", "TaskSource", "MAX_VALUES"]
+__all__ = ["fit_model", "calibrate_shipped", "TaskSource", "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
@@ -180,6 +180,37 @@ def fit_model(
     })
     return Model(net, norm, name=name, task=task, variables=(layout.var,), crs_wkt=layout.crs_wkt,
                  settings=settings, source=source, metadata=record)
+
+
+def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
+                      raw: xr.Dataset | None = None, time_window: int | None = None,
+                      context_frames: int | None = None) -> Model:
+    """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
+
+    The same calibration as ``fit(steps=0)``, on the data being predicted (``calibrate=True`` of
+    infill and forecast): held-out observed points for infill (the gaps are never read); for
+    forecasts ``ds`` is the history up to the first initial time.
+
+    Raises
+    ------
+    ConfigError
+        ``model`` is not the name of shipped weights (a fitted model is calibrated already).
+    NoDataError
+        Nothing to calibrate on.
+    """
+    name = str(model).lower().replace("_", "-") if isinstance(model, str) else None
+    if name not in PRETRAINED:
+        raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
+                          f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
+                          "steps=0 on these data.")
+    try:
+        return fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
+                         progress=False, raw_ds=raw, reference=kind, half_window=time_window,
+                         context_frames=context_frames)
+    except NoDataError as exc:
+        raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
+                          + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "
+                             "times." if task == "forecast" else "Pass calibrate=False.")) from exc
 
 
 def _kept_values(problem, keep: np.ndarray) -> np.ndarray:

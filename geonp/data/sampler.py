@@ -138,8 +138,9 @@ class TaskSampler:
                     kept = kept[: len(kept) - 1]
                 if rng.random() < c.hole_probability and len(kept) > 4:
                     xy = self.window.xy[region[kept]]
-                    hole = xy[rng.integers(len(xy))], np.sqrt(rng.uniform(0.02, 0.2) * np.ptp(xy, 0).prod() / np.pi
-                                                              + 1e-12)
+                    centre = xy[rng.integers(len(xy))]
+                    radius = np.sqrt(rng.uniform(0.02, 0.2) * np.ptp(xy, 0).prod() / np.pi + 1e-12)
+                    hole = centre, radius
             if hole is not None:  # a hole persists: it is missing from every frame of the window
                 kept = kept[((self.window.xy[region[kept]] - hole[0]) ** 2).sum(1) > hole[1] ** 2]
             if j == i:
