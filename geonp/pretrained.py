@@ -29,7 +29,7 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 PRETRAINED = {"bsa-tnp": "bsa-tnp-small.pt", "te-pt-tnp": "te-pt-tnp-small.pt"}
 #: architecture overrides of the shipped models (small preset; bias ranges in the units above)
 OVERRIDES = {
-    "bsa-tnp": dict(space_lengthscales=(0.1, 10.0), time_lengthscales=(0.5, 30.0)),
+    "bsa-tnp": dict(space_lengthscales=(0.1, 10.0), time_lengthscales=(0.5, 30.0), proximity_features=True),
     "te-pt-tnp": {},
 }
 
@@ -75,12 +75,18 @@ def pretrained_metadata(name: str) -> dict:
     return read_checkpoint(pretrained_path(name))["metadata"]
 
 
-def pretraining_recipe(name: str, *, max_cpu_time: float, seed: int = 0) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
-    """Model, data and training configuration used for the shipped weights."""
+def pretraining_recipe(
+    name: str, *, max_cpu_time: float, seed: int = 0, hole_probability: float = 0.5, **overrides
+) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
+    """Model, data and training configuration used for the shipped weights.
+
+    ``hole_probability`` is the share of infill batches with a hole missing from every frame
+    (see :class:`~geonp.synthetic.SpaceTimeGP`); ``overrides`` replace architecture overrides.
+    """
     if name not in OVERRIDES:
         raise UnknownOptionError(f"no pretraining recipe for {name!r}; expected one of {tuple(OVERRIDES)}.")
-    model = build_model(name, preset="small", space_dims=2, time_dims=1, **OVERRIDES[name])
-    data = SpaceTimeGP(mode="mixed")
+    model = build_model(name, preset="small", space_dims=2, time_dims=1, **{**OVERRIDES[name], **overrides})
+    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability)
     config = TrainConfig(
         max_cpu_time=max_cpu_time, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=100,
         val_every=500, val_batches=8, seed=seed, progress=False,

@@ -16,24 +16,28 @@ import hashlib
 import platform
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
 from geonp.checkpoint import load_model, read_checkpoint, save_model
 from geonp.metrics import gaussian_scores
+from geonp.models.bsa_tnp import with_proximity_features
 from geonp.pretrained import OVERRIDES, PRETRAINED, WEIGHTS_DIR, pretraining_recipe, recipe_metadata
 from geonp.synthetic import gp_posterior
 from geonp.train import train
 
 EVAL_SEED = 777
+#: held-out task families: infill of random gaps, infill of a hole missing from every frame, forecast
+MODES = ("infill", "hole", "forecast")
 
 
 def evaluate(model, data, n_batches: int = 8) -> dict:
     """Model and oracle scores on held-out infill and forecast tasks (standardised units)."""
     out = {}
     model.eval()
-    for mode in ("infill", "forecast"):
-        gen = replace(data, mode=mode)
+    for mode in MODES:
+        gen = replace(data, mode="infill", hole_probability=1.0) if mode == "hole" else replace(data, mode=mode)
         g = torch.Generator().manual_seed(EVAL_SEED)
         tot_m, tot_o, n = {}, {}, 0
         for _ in range(n_batches):
@@ -56,7 +60,7 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
     rows = "\n".join(
         f"| {mode} | {s[mode]['model']['nll']:.3f} | {s[mode]['oracle']['nll']:.3f} | {s[mode]['model']['rmse']:.3f} | "
         f"{s[mode]['oracle']['rmse']:.3f} | {s[mode]['model']['coverage']:.3f} |"
-        for mode in ("infill", "forecast")
+        for mode in MODES if mode in s
     )
     g = meta["generator_config"]
     return f"""## {name} (`geonp/weights/{PRETRAINED[name]}`)
@@ -67,7 +71,9 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
   space lengthscale log-uniform on {g['space_lengthscale_range']} spacing units, time lengthscale
   log-uniform on {g['time_lengthscale_range']} steps, noise std log-uniform on {g['noise_std_range']},
   {g['num_locations']} locations, half-window {g['window']} frames, leads 1–{g['max_lead']}, values
-  standardised by the context. Half the batches infill frame 0 from frames −k..k, half forecast.
+  standardised by the context. Half the batches infill frame 0 from frames −k..k, half forecast;
+  {g.get('hole_probability', 0.0):.0%} of the infill batches have a hole of {g.get('hole_fraction')} of the locations
+  missing from every frame.
 - **Budget**: {meta['train_cpu_s'] / 60:.1f} CPU-minutes ({meta['steps']} steps of batch 8, in
   {len(meta['stages'])} stage(s): `--budget` then `--continue`) on
   {meta['machine']}, torch {meta['torch']}, {meta['date']}. Seed {meta['train_config']['seed']}.
@@ -88,12 +94,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--continue", dest="resume", action="store_true",
                         help="start from the shipped weights (a further training stage, lr 5e-4 → 1e-5)")
+    parser.add_argument("--holes", type=float, default=0.5, help="share of infill batches with a persistent hole")
+    parser.add_argument("--no-proximity", action="store_true",
+                        help="bsa-tnp without the distance-to-data features (for comparison)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the weights here instead of geonp/weights (no model card update)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed)
+    extra = {"proximity_features": False} if args.no_proximity else {}
+    model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed,
+                                             hole_probability=args.holes, **extra)
     stages = []
     if args.resume:
         previous = load_model(WEIGHTS_DIR / PRETRAINED[args.model], expected_name=args.model)
+        if getattr(model.config, "proximity_features", False):
+            previous = with_proximity_features(previous)
         model.load_state_dict(previous.state_dict())
         old = read_checkpoint(WEIGHTS_DIR / PRETRAINED[args.model])["metadata"]
         stages = old.get("stages") or [{"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
@@ -101,8 +116,9 @@ def main() -> None:
     result = train(model, data, config, val_data=data)
     stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr}]
     meta = recipe_metadata(data, config)
+    overrides = {**OVERRIDES[args.model], **extra}
     meta.update(
-        overrides={k: list(v) for k, v in OVERRIDES[args.model].items()}, stages=stages,
+        overrides={k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()}, stages=stages,
         steps=sum(st["steps"] for st in stages), train_cpu_s=sum(st["train_cpu_s"] for st in stages),
         train_wall_s=result.wall_seconds, best_val=result.best_val,
         machine=f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)",
@@ -111,6 +127,11 @@ def main() -> None:
             "time": "one time step", "values": "standardised by the context mean and std"},
     )
     meta["scores"] = evaluate(result.model, data)
+    print({m: {k: round(v, 3) for k, v in meta["scores"][m]["model"].items()} for m in MODES})
+    if args.out is not None:
+        save_model(result.model, args.out, metadata=meta)
+        print(f"saved {args.out}")
+        return
     path = save_model(result.model, WEIGHTS_DIR / PRETRAINED[args.model], metadata=meta)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     card = WEIGHTS_DIR / "MODEL_CARD.md"

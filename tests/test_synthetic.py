@@ -166,6 +166,31 @@ def test_spacetime__infill_layout():
     assert abs(float(params["domain_side"][0]) ** 2 - per_frame) < 1e-6  # one context point per unit² per frame
 
 
+def test_spacetime__hole_missing_from_every_frame():
+    """With a hole, its m locations (the nearest a centre) are targets and absent from every context frame."""
+    g = SpaceTimeGP(mode="infill", num_locations=(60, 60), window=(2, 2), observed_fraction=(0.9, 0.9),
+                    hole_probability=1.0, hole_fraction=(0.2, 0.2), standardise=False)
+    batch, params = g.sample_with_params(3, gen(4))
+    m = int(params["hole_size"][0])
+    assert m == 12
+    for i in range(3):
+        seen = torch.cdist(batch.xt[i, :, :2], batch.xc[i, :, :2]).min(1).values > 0  # in no frame at all
+        hole = batch.xt[i, seen, :2]
+        assert hole.shape[0] >= m
+        # the hole is compact: its m locations fit in a disc smaller than the domain
+        spread = torch.cdist(hole, hole).max()
+        assert spread < float(params["domain_side"][i])
+    assert torch.all(batch.xt[..., 2] == 0)
+
+
+def test_spacetime__hole_probability_zero_draws_as_before():
+    """hole_probability=0 consumes no random numbers: the draws equal the default generator's."""
+    a = SpaceTimeGP(num_locations=(20, 30)).sample(2, gen(5))
+    b = SpaceTimeGP(num_locations=(20, 30), hole_probability=0.0, hole_fraction=(0.1, 0.5)).sample(2, gen(5))
+    torch.testing.assert_close(a.yc, b.yc)
+    torch.testing.assert_close(a.xt, b.xt)
+
+
 def test_spacetime__forecast_layout():
     """Forecast: context in past frames -k..0, all targets at one lead 1..H."""
     g = SpaceTimeGP(mode="forecast", num_locations=(20, 20), window=(3, 3), max_lead=4)
@@ -403,6 +428,8 @@ def test_metrics__hand_made_values_and_mask():
         (lambda: SpaceTimeGP(mode="nowcast"), UnknownOptionError, "mode='nowcast'"),
         (lambda: SpaceTimeGP(observed_fraction=(0.5, 1.5)), ConfigError, "fractions in \\(0, 1\\]"),
         (lambda: SpaceTimeGP(max_lead=0), ConfigError, "max_lead=0"),
+        (lambda: SpaceTimeGP(hole_probability=1.5), ConfigError, "hole_probability=1.5"),
+        (lambda: SpaceTimeGP(hole_fraction=(0.1, 1.0)), ConfigError, "fractions below 1"),
         (lambda: GP2D().sample(0, gen()), ConfigError, "batch_size is 0"),
         (lambda: GP2D().sample(2, 0), ConfigError, "expected a torch.Generator"),
         (lambda: gp_posterior(GP1D(num_targets=2).sample(1, gen()), {}, noisy_targets=True), ConfigError,

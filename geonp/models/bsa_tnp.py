@@ -13,7 +13,7 @@ and a Gaussian head; they differ in how coordinates enter:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -23,8 +23,9 @@ from .base import ModelConfig, NeuralProcess, centre
 from .batch import Batch
 from .bias import METRICS, RBFBias, SumBias
 from .layers import MLP, GaussianHead, KRBlock
+from .proximity import num_proximity_features, proximity_features
 
-__all__ = ["KRConfig", "BSATNP", "TNPKR", "TNPD"]
+__all__ = ["KRConfig", "BSATNP", "TNPKR", "TNPD", "with_proximity_features"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class KRConfig(ModelConfig):
     embed_coords: bool = False  # embed coordinates in the tokens (TNP-KR, TNP-D; breaks invariance)
     prenorm: bool = True  # pre-norm KRBlocks; False = post-norm (TNP-D)
     backend: str = "auto"  # attention backend, see geonp.models.attention
+    proximity_features: bool = False  # targets see their distance to the nearest context point (geonp addition)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,7 +83,8 @@ class BSATNP(NeuralProcess):
     def __init__(self, config: KRConfig) -> None:
         super().__init__()
         self.config = c = config
-        in_dim = c.y_dims + 1 + c.covariate_dims + (c.x_dims if c.embed_coords else 0)
+        self.num_proximity = num_proximity_features(c.space_dims, c.time_dims) if c.proximity_features else 0
+        in_dim = c.y_dims + 1 + c.covariate_dims + (c.x_dims if c.embed_coords else 0) + self.num_proximity
         self.embed = MLP(in_dim, c.embed_hidden, c.token_dim)
         self.blocks = nn.ModuleList(
             KRBlock(c.token_dim, c.num_heads, c.head_dim, c.ff_hidden, c.prenorm, c.backend) for _ in range(c.num_layers)
@@ -112,13 +115,15 @@ class BSATNP(NeuralProcess):
         cols = list(range(c.space_dims)) if c.space_metric == "euclidean" else []
         return centre(batch, cols + list(range(c.space_dims, c.x_dims)))
 
-    def _tokens(self, y: Tensor, obs: float, z: Tensor | None, x: Tensor) -> Tensor:
+    def _tokens(self, y: Tensor, obs: float, z: Tensor | None, x: Tensor, near: Tensor | None = None) -> Tensor:
         flag = y.new_full((*y.shape[:-1], 1), obs)
         parts = [y * obs, flag]
         if z is not None:
             parts.append(z)
         if self.config.embed_coords:
             parts.append(x)
+        if self.num_proximity:  # context tokens are observations: distance 0
+            parts.append(near if near is not None else y.new_zeros(*y.shape[:-1], self.num_proximity))
         return self.embed(torch.cat(parts, dim=-1))
 
     def encode(self, batch: Batch) -> list[tuple]:
@@ -134,8 +139,12 @@ class BSATNP(NeuralProcess):
         return state
 
     def decode(self, state: list[tuple], batch: Batch) -> torch.distributions.Normal:
-        zt = self._tokens(torch.zeros_like(batch.xt[..., :1]).expand(*batch.xt.shape[:-1], self.config.y_dims),
-                          0.0, batch.zt, batch.xt)
+        c = self.config
+        near = None
+        if self.num_proximity:
+            near = proximity_features(batch.xt, batch.xc, batch.mc, c.space_dims, c.time_dims, c.space_metric)
+        zt = self._tokens(torch.zeros_like(batch.xt[..., :1]).expand(*batch.xt.shape[:-1], c.y_dims),
+                          0.0, batch.zt, batch.xt, near)
         for block, (kv, score, xc, mc) in zip(self.blocks, state):
             zt = block.step(zt, kv, score, batch.xt, xc, mc)
         return self.head(self.norm(zt))
@@ -157,3 +166,24 @@ class TNPD(BSATNP):
     name = "tnp-d"
 
 
+
+
+def with_proximity_features(model: BSATNP) -> BSATNP:
+    """A copy of ``model`` with ``proximity_features=True`` that predicts exactly as ``model`` does.
+
+    The embedding's weights for the new inputs start at zero, so training can continue from
+    weights trained without them (how the shipped BSA-TNP weights gained them).
+    """
+    if not isinstance(model, BSATNP):
+        raise ConfigError(f"proximity features need a KRBlock model (bsa-tnp, tnp-kr, tnp-d), got {type(model).__name__}.")
+    if model.config.proximity_features:
+        return model
+    ref = next(model.parameters())
+    new = type(model)(replace(model.config, proximity_features=True)).to(device=ref.device, dtype=ref.dtype)
+    state = model.state_dict()
+    first = new.embed[0].weight.detach().clone()
+    first.zero_()
+    first[:, : state["embed.0.weight"].shape[1]] = state["embed.0.weight"]
+    state["embed.0.weight"] = first
+    new.load_state_dict(state)
+    return new.train(model.training)

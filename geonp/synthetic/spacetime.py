@@ -39,6 +39,10 @@ class SpaceTimeGP(GPGenerator):
     ``"infill"``
         Context from frames ``t ∈ {-k, ..., k}``; targets are the locations of frame 0 that its
         context does not observe.
+        With probability ``hole_probability`` the batch also has a **hole**: per task, the
+        ``m = hole_fraction · N_loc`` locations nearest a random centre are missing from every
+        context frame (like a cloud or a failed sensor region), so they are targets that no
+        neighbouring frame can fill in.
     ``"forecast"``
         Context from past frames ``{-k, ..., 0}``; targets are every location at ``t = h``, the
         lead ``h`` uniform on ``1..max_lead``.
@@ -86,6 +90,10 @@ class SpaceTimeGP(GPGenerator):
         Largest forecast lead ``H`` in steps.
     observed_fraction : tuple of float
         Range of the fraction of locations each context frame observes.
+    hole_probability : float
+        Share of infill batches with a hole missing from every frame.
+    hole_fraction : tuple of float
+        Range of the hole's share of the locations (uniform, one value per batch).
     max_points : int
         Cap on context + target points per task.
     standardise : bool
@@ -114,6 +122,8 @@ class SpaceTimeGP(GPGenerator):
     window: tuple[int, int] = (1, 3)
     max_lead: int = 6
     observed_fraction: tuple[float, float] = (0.1, 0.9)
+    hole_probability: float = 0.0
+    hole_fraction: tuple[float, float] = (0.03, 0.3)
     max_points: int = 1500
     standardise: bool = True
     noisy_targets: bool = True
@@ -151,6 +161,15 @@ class SpaceTimeGP(GPGenerator):
                 f"observed_fraction={self.observed_fraction!r} is not valid; expected fractions in (0, 1], "
                 "e.g. (0.1, 0.9)."
             )
+        if not 0.0 <= self.hole_probability <= 1.0:
+            raise ConfigError(
+                f"hole_probability={self.hole_probability!r} is not valid; expected a number in [0, 1]."
+            )
+        check_range("hole_fraction", self.hole_fraction)
+        if self.hole_fraction[1] >= 1.0:
+            raise ConfigError(
+                f"hole_fraction={self.hole_fraction!r} is not valid; expected fractions below 1, e.g. (0.03, 0.3)."
+            )
         check_positive("max_points", self.max_points, integer=True)
         if self.max_points < 2 * (2 * self.window[1] + 2):
             raise ConfigError(
@@ -158,16 +177,23 @@ class SpaceTimeGP(GPGenerator):
                 f"{2 * (2 * self.window[1] + 2)} (two locations in every frame). Raise max_points or shrink window."
             )
 
-    def _counts(self, n_loc: int, fractions: Tensor, forecast: bool) -> tuple[int, list[int], int]:
-        """Shrink ``n_loc`` until context + targets fit ``max_points``; return n_loc, counts, n_targets."""
+    def _counts(
+        self, n_loc: int, fractions: Tensor, forecast: bool, hole: float = 0.0
+    ) -> tuple[int, list[int], int, int]:
+        """Shrink ``n_loc`` until context + targets fit ``max_points``.
+
+        Returns ``n_loc``, the context count per frame, the number of targets and the hole size.
+        """
         zero = len(fractions) - 1 if forecast else len(fractions) // 2
         while True:
-            counts = [min(max(1, round(float(f) * n_loc)), n_loc) for f in fractions]
-            if not forecast:
+            m = min(max(1, round(hole * n_loc)), n_loc - 1) if hole else 0
+            free = n_loc - m
+            counts = [min(max(1, round(float(f) * free)), free) for f in fractions]
+            if not forecast and not m:
                 counts[zero] = min(counts[zero], n_loc - 1)
             nt = n_loc if forecast else n_loc - counts[zero]
             if sum(counts) + nt <= self.max_points or n_loc <= 2:
-                return n_loc, counts, nt
+                return n_loc, counts, nt, m
             n_loc = max(2, math.floor(0.9 * n_loc))
 
     def _draw(self, batch_size: int, generator: torch.Generator) -> tuple[Batch, Params]:
@@ -181,7 +207,10 @@ class SpaceTimeGP(GPGenerator):
         ctx_times = list(range(-k, 1)) if forecast else list(range(-k, k + 1))
         fractions = uniform((len(ctx_times),), *self.observed_fraction, generator)
         n_loc = randint(*self.num_locations, generator)
-        n_loc, counts, nt = self._counts(n_loc, fractions, forecast)
+        hole = 0.0
+        if not forecast and self.hole_probability and float(torch.rand((), generator=generator)) < self.hole_probability:
+            hole = float(uniform((), *self.hole_fraction, generator))
+        n_loc, counts, nt, m = self._counts(n_loc, fractions, forecast, hole)
         side = math.sqrt(sum(counts) / len(counts))
         loc = uniform((b, n_loc, 2), -0.5 * side, 0.5 * side, generator)
 
@@ -205,10 +234,21 @@ class SpaceTimeGP(GPGenerator):
         eps = torch.randn((b, n_loc, len(frame_times)), generator=generator, dtype=torch.float64)
         field = var.sqrt().reshape(-1, 1, 1) * (low_s @ eps @ low_t.transpose(-1, -2))  # [b, n_loc, T]
 
+        # the hole: the m locations nearest a random centre, missing from every frame
+        if m:
+            centre = uniform((b, 1, 2), -0.5 * side, 0.5 * side, generator)
+            order = (loc - centre).square().sum(-1).argsort(dim=1)
+            holes, free = order[:, :m], order[:, m:]
+        else:
+            holes = free = None
         xc_parts, fc_parts = [], []
         target_idx = None
         for j, (t, n_j) in enumerate(zip(ctx_times, counts)):
-            perm = torch.rand((b, n_loc), generator=generator).argsort(dim=1)
+            if m:
+                perm = free.gather(1, torch.rand(free.shape, generator=generator).argsort(dim=1))
+                perm = torch.cat([perm, holes], dim=1)  # observed first, the hole always unobserved
+            else:
+                perm = torch.rand((b, n_loc), generator=generator).argsort(dim=1)
             idx = perm[:, :n_j]
             xc_parts.append(_frame_points(loc, idx, t))
             fc_parts.append(field[:, :, j].gather(1, idx))
@@ -244,6 +284,7 @@ class SpaceTimeGP(GPGenerator):
             lead=torch.full((b,), lead, dtype=torch.long),
             forecast=torch.full((b,), forecast, dtype=torch.bool),
             domain_side=torch.full((b,), side, dtype=torch.float64),
+            hole_size=torch.full((b,), m, dtype=torch.long),
         )
         return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
 

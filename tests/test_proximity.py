@@ -1,0 +1,170 @@
+"""Distance-to-data features of BSA-TNP (``proximity_features=True``): values, invariances, upgrade."""
+
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from _helpers import random_batch, shift_batch
+from test_bsa_tnp import TINY, _rotate_lonlat, _rotation
+
+from geonp.errors import ConfigError
+from geonp.models import Batch, build_model
+from geonp.models.bsa_tnp import with_proximity_features
+from geonp.models.proximity import num_proximity_features, proximity_features
+
+_batch = partial(random_batch, nc=30, nt=17, dx=3)
+
+
+def _brute(xt, xc, mc, space_dims, time_dims):
+    """The features from their definition, one target at a time, in numpy."""
+    xt, xc = xt.numpy(), xc.numpy()
+    out = np.zeros((*xt.shape[:2], num_proximity_features(space_dims, time_dims)))
+    for b in range(xt.shape[0]):
+        keep = np.ones(xc.shape[1], bool) if mc is None else mc[b].numpy()
+        c = xc[b, keep]
+        for i, q in enumerate(xt[b]):
+            ds = np.sqrt(((c[:, :space_dims] - q[:space_dims]) ** 2).sum(-1))
+            dt = np.abs(c[:, space_dims:] - q[space_dims:]).sum(-1)
+            if space_dims and time_dims:
+                near = dt <= dt.min() + 1e-9
+                row = [dt.min(), ds.min(), ds[near].min()]
+            else:
+                row = [ds.min() if space_dims else dt.min()]
+            out[b, i] = np.log1p(row)
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize(("space_dims", "time_dims"), [(2, 1), (2, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("chunk", [1, 5, 4096])
+def test_proximity_features__equal_brute_force(space_dims, time_dims, chunk):
+    """Chunked features equal the definition, with padded context points ignored."""
+    g = torch.Generator().manual_seed(0)
+    dx = space_dims + time_dims
+    xc = torch.rand(2, 25, dx, generator=g, dtype=torch.float64) * 10
+    xc[..., space_dims:] = xc[..., space_dims:].round()  # frames at integer times, several points each
+    xt = torch.rand(2, 13, dx, generator=g, dtype=torch.float64) * 10
+    mc = torch.rand(2, 25, generator=g) > 0.3
+    got = proximity_features(xt, xc, mc, space_dims, time_dims, chunk=chunk)
+    torch.testing.assert_close(got, _brute(xt, xc, mc, space_dims, time_dims))
+
+
+def test_proximity_features__own_frame_distance_for_a_persistent_hole():
+    """A target in a hole missing from every frame is far in space; a target observed at another time is not."""
+    grid = torch.stack(torch.meshgrid(torch.arange(10.0), torch.arange(10.0), indexing="ij"), -1).reshape(-1, 2)
+    frames = []
+    for t in (-1.0, 0.0, 1.0):
+        keep = ((grid - 5.0).abs().amax(-1) > 2) | ((grid == 4.0).all(-1) & (t == -1.0))  # 5×5 hole, (4, 4) seen at t=-1
+        pts = grid[keep]
+        frames.append(torch.cat([pts, torch.full_like(pts[:, :1], t)], -1))
+    xc = torch.cat(frames)[None].double()
+    xt = torch.tensor([[[5.0, 5.0, 0.0], [4.0, 4.0, 0.0]]], dtype=torch.float64)
+    f = torch.expm1(proximity_features(xt, xc, None, 2, 1))[0]
+    torch.testing.assert_close(f[0], torch.tensor([0.0, math.sqrt(2.0), 3.0], dtype=torch.float64))  # centre of the hole
+    torch.testing.assert_close(f[1], torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64))  # seen an hour before
+
+
+def test_proximity_features__lead_of_a_forecast():
+    """Targets one frame after the context see d_t = 1; six frames after, d_t = 6."""
+    xc = torch.tensor([[[0.0, 0.0, -1.0], [1.0, 0.0, 0.0]]], dtype=torch.float64)
+    xt = torch.tensor([[[0.0, 0.0, 1.0], [0.0, 0.0, 6.0]]], dtype=torch.float64)
+    f = torch.expm1(proximity_features(xt, xc, None, 2, 1))[0]
+    torch.testing.assert_close(f[:, 0], torch.tensor([1.0, 6.0], dtype=torch.float64))
+    torch.testing.assert_close(f[:, 2], torch.tensor([1.0, 1.0], dtype=torch.float64))  # nearest in time: t = 0
+
+
+def _model(**kw):
+    return build_model("bsa-tnp", space_dims=2, time_dims=1, proximity_features=True, **TINY, **kw).double()
+
+
+@pytest.mark.parametrize("offset", [1000.0, -12345.0])
+def test_bsa_tnp_proximity__invariant_to_large_shifts(offset):
+    """The features depend on differences only: shifting all coordinates changes nothing."""
+    model, batch = _model(), _batch()
+    with torch.no_grad():
+        a, b = model(batch), model(shift_batch(batch, offset))
+    torch.testing.assert_close(a.loc, b.loc, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a.scale, b.scale, rtol=1e-5, atol=1e-5)
+
+
+def test_bsa_tnp_proximity__invariant_to_context_permutation_and_padding():
+    """Minima over the context ignore its order and its padded points."""
+    model, batch = _model(), _batch()
+    perm = torch.randperm(batch.xc.shape[1])
+    extra = _batch(nc=4)
+    mc = torch.ones(2, 34, dtype=torch.bool)
+    mc[:, 30:] = False
+    padded = Batch(xc=torch.cat([batch.xc, extra.xc + 0.01], 1), yc=torch.cat([batch.yc, extra.yc], 1),
+                   xt=batch.xt, mc=mc)
+    with torch.no_grad():
+        ref = model(batch).loc
+        torch.testing.assert_close(model(Batch(xc=batch.xc[:, perm], yc=batch.yc[:, perm], xt=batch.xt)).loc, ref)
+        torch.testing.assert_close(model(padded).loc, ref)
+
+
+def test_bsa_tnp_proximity__targets_decoded_in_slices():
+    """Slicing the targets (max_targets) gives the same predictions as decoding them at once."""
+    model, batch = _model(max_targets=4), _batch()
+    with torch.no_grad():
+        sliced = model(batch)
+        prepared = model.prepare(batch)
+        whole = model.decode(model.encode(prepared), prepared)
+    torch.testing.assert_close(sliced.loc, whole.loc)
+    torch.testing.assert_close(sliced.scale, whole.scale)
+
+
+def test_bsa_tnp_proximity__geodesic_invariant_to_rotations():
+    """Great-circle distances to the nearest context point are unchanged by rotations of the sphere."""
+    model = build_model("bsa-tnp", space_dims=2, space_metric="geodesic", space_lengthscales=(1.0, 20.0),
+                        proximity_features=True, **TINY)
+    g = torch.Generator().manual_seed(3)
+    xc = torch.rand(2, 40, 2, generator=g, dtype=torch.float64) * 20 - 10
+    xt = torch.rand(2, 15, 2, generator=g, dtype=torch.float64) * 20 - 10
+    yc = torch.randn(2, 40, 1, generator=g, dtype=torch.float64)
+    rot = _rotation(math.radians(-60), math.radians(30), math.radians(20))
+    with torch.no_grad():
+        a = model(Batch(xc=xc, yc=yc, xt=xt))
+        b = model(Batch(xc=_rotate_lonlat(xc, rot), yc=yc, xt=_rotate_lonlat(xt, rot)))
+    torch.testing.assert_close(a.loc, b.loc, rtol=2e-4, atol=2e-4)
+
+
+def test_bsa_tnp_proximity__features_change_predictions():
+    """The targets do read the features: moving the context away changes the predictive std."""
+    model, batch = _model(), _batch()
+    far = Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt + torch.tensor([50.0, 0.0, 0.0], dtype=batch.xt.dtype))
+    with torch.no_grad():
+        assert float((model(batch).scale - model(far).scale).abs().max()) > 1e-4
+
+
+def test_with_proximity_features__same_predictions_then_trainable():
+    """The upgrade keeps predictions exactly, and the new inputs get gradients."""
+    old = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY).double()
+    new = with_proximity_features(old)
+    assert new.config.proximity_features and not old.config.proximity_features
+    batch = _batch()
+    with torch.no_grad():
+        torch.testing.assert_close(new(batch).loc, old(batch).loc, rtol=0, atol=0)
+        torch.testing.assert_close(new(batch).scale, old(batch).scale, rtol=0, atol=0)
+    new.loss(batch).backward()
+    assert float(new.embed[0].weight.grad[:, -3:].abs().sum()) > 0
+    assert with_proximity_features(new) is new
+
+
+def test_with_proximity_features__rejects_other_models():
+    """Only KRBlock models take the features."""
+    model = build_model("te-pt-tnp", space_dims=2, time_dims=1)
+    with pytest.raises(ConfigError, match="proximity features need a KRBlock model"):
+        with_proximity_features(model)
+
+
+def test_bsa_tnp_proximity__checkpoint_round_trip(tmp_path):
+    """The flag travels in the checkpoint: the loaded model predicts identically."""
+    from geonp.checkpoint import load_model, save_model
+
+    model, batch = _model().float().eval(), _batch(dtype=torch.float32)
+    path = save_model(model, tmp_path / "m.pt")
+    loaded = load_model(path, expected_name="bsa-tnp")
+    assert loaded.config.proximity_features
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(batch).loc, model(batch).loc, rtol=0, atol=0)
