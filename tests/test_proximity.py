@@ -168,3 +168,26 @@ def test_bsa_tnp_proximity__checkpoint_round_trip(tmp_path):
     assert loaded.config.proximity_features
     with torch.no_grad():
         torch.testing.assert_close(loaded(batch).loc, model(batch).loc, rtol=0, atol=0)
+
+
+def test_with_proximity_features__keeps_covariate_weights():
+    """With covariates, the upgrade inserts the new inputs before them: predictions stay exact."""
+    old = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, **TINY).double()
+    batch = _batch(dz=2)
+    with torch.no_grad():
+        torch.testing.assert_close(with_proximity_features(old)(batch).loc, old(batch).loc)
+
+
+def test_fit_init__pretrained_with_proximity_into_a_model_with_covariates():
+    """Fitting from proximity weights appends covariate columns after the features (zero-initialised)."""
+    from geonp.fitting import _init_from
+
+    source = _model()
+    net = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, proximity_features=True,
+                      **TINY).double()
+    _init_from(net, source)
+    batch = _batch()
+    z = torch.randn(2, 30, 2, dtype=torch.float64), torch.randn(2, 17, 2, dtype=torch.float64)
+    with torch.no_grad():
+        got = net(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=z[0], zt=z[1])).loc
+        torch.testing.assert_close(got, source(batch).loc)

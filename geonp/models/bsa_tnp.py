@@ -118,12 +118,12 @@ class BSATNP(NeuralProcess):
     def _tokens(self, y: Tensor, obs: float, z: Tensor | None, x: Tensor, near: Tensor | None = None) -> Tensor:
         flag = y.new_full((*y.shape[:-1], 1), obs)
         parts = [y * obs, flag]
+        if self.num_proximity:  # before the covariates, so that covariate columns can be appended when fitting
+            parts.append(near if near is not None else y.new_zeros(*y.shape[:-1], self.num_proximity))  # context: 0
         if z is not None:
             parts.append(z)
         if self.config.embed_coords:
             parts.append(x)
-        if self.num_proximity:  # context tokens are observations: distance 0
-            parts.append(near if near is not None else y.new_zeros(*y.shape[:-1], self.num_proximity))
         return self.embed(torch.cat(parts, dim=-1))
 
     def encode(self, batch: Batch) -> list[tuple]:
@@ -181,9 +181,9 @@ def with_proximity_features(model: BSATNP) -> BSATNP:
     ref = next(model.parameters())
     new = type(model)(replace(model.config, proximity_features=True)).to(device=ref.device, dtype=ref.dtype)
     state = model.state_dict()
-    first = new.embed[0].weight.detach().clone()
-    first.zero_()
-    first[:, : state["embed.0.weight"].shape[1]] = state["embed.0.weight"]
-    state["embed.0.weight"] = first
+    w = state["embed.0.weight"]
+    at = model.config.y_dims + 1  # the features sit after the values and the observation flag
+    zeros = w.new_zeros(w.shape[0], new.num_proximity)
+    state["embed.0.weight"] = torch.cat([w[:, :at], zeros, w[:, at:]], dim=1)
     new.load_state_dict(state)
     return new.train(model.training)
