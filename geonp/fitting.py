@@ -24,6 +24,7 @@ from .errors import ConfigError, NoDataError
 from .inference import collate, resolve_device
 from .model import DEFAULT_SETTINGS, Model
 from .models import Batch, NeuralProcess, build_model
+from .models.bsa_tnp import with_proximity_features
 from .normalise import Normaliser
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
@@ -65,6 +66,8 @@ def _init_from(net: NeuralProcess, source: NeuralProcess) -> int:
 
     Returns the number of tensors copied.
     """
+    if getattr(net.config, "proximity_features", False) and not getattr(source.config, "proximity_features", True):
+        source = with_proximity_features(source)  # their inputs sit before the covariates
     own = net.state_dict()
     copied = 0
     with torch.no_grad():

@@ -191,3 +191,18 @@ def test_fit_init__pretrained_with_proximity_into_a_model_with_covariates():
     with torch.no_grad():
         got = net(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=z[0], zt=z[1])).loc
         torch.testing.assert_close(got, source(batch).loc)
+
+
+def test_fit_init__weights_without_proximity_into_a_model_with_them():
+    """Fitting a proximity model from weights without the features (and with covariates) predicts as the source."""
+    from geonp.fitting import _init_from
+
+    source = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY).double()
+    net = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, proximity_features=True,
+                      **TINY).double()
+    _init_from(net, source)
+    batch = _batch()
+    zc, zt = torch.randn(2, 30, 2, dtype=torch.float64), torch.randn(2, 17, 2, dtype=torch.float64)
+    with torch.no_grad():
+        got = net(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=zc, zt=zt)).loc
+        torch.testing.assert_close(got, source(batch).loc)
