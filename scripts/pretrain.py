@@ -71,7 +71,8 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
   space lengthscale log-uniform on {g['space_lengthscale_range']} spacing units, time lengthscale
   log-uniform on {g['time_lengthscale_range']} steps, noise std log-uniform on {g['noise_std_range']},
   {g['num_locations']} locations, half-window {g['window']} frames, leads 1–{g['max_lead']}, values
-  standardised by the context. Half the batches infill frame 0 from frames −k..k, half forecast;
+  standardised by the context (the last stage's recipe). Half the batches infill frame 0 from frames −k..k,
+  half forecast;
   {g.get('hole_probability', 0.0):.0%} of the infill batches have a hole of {g.get('hole_fraction')} of the locations
   missing from every frame.
 - **Budget**: {meta['train_cpu_s'] / 60:.1f} CPU-minutes ({meta['steps']} steps of batch 8, in
@@ -87,6 +88,7 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
 
 
 def main() -> None:
+    """Train (or ship) the weights of one model; see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(PRETRAINED), required=True)
     parser.add_argument("--budget", type=float, default=1200.0, help="training CPU-seconds")
@@ -99,7 +101,12 @@ def main() -> None:
                         help="bsa-tnp without the distance-to-data features (for comparison)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the weights here instead of geonp/weights (no model card update)")
+    parser.add_argument("--ship", type=Path, default=None, metavar="PATH",
+                        help="ship weights saved earlier with --out (weights file and model card); no training")
     args = parser.parse_args()
+    if args.ship is not None:
+        ship(args.model, load_model(args.ship, expected_name=args.model), read_checkpoint(args.ship)["metadata"])
+        return
     torch.set_num_threads(args.threads)
     extra = {"proximity_features": False} if args.no_proximity else {}
     model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed,
@@ -132,22 +139,26 @@ def main() -> None:
         save_model(result.model, args.out, metadata=meta)
         print(f"saved {args.out}")
         return
-    path = save_model(result.model, WEIGHTS_DIR / PRETRAINED[args.model], metadata=meta)
+    ship(args.model, result.model, meta)
+
+
+def ship(name: str, model, meta: dict) -> None:
+    """Save ``model`` as the shipped weights of ``name`` and rewrite its model card section."""
+    path = save_model(model, WEIGHTS_DIR / PRETRAINED[name], metadata=meta)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     card = WEIGHTS_DIR / "MODEL_CARD.md"
     text = card.read_text() if card.exists() else (
         "# Pretrained geonp weights\n\nRegenerate with `python scripts/pretrain.py --model <name> --budget <s>`.\n"
         "Zero-shot use needs the units below: the xarray layer converts real data to them.\n"
     )
-    start, end = f"<!-- {args.model}:start -->", f"<!-- {args.model}:end -->"
-    block = f"{start}\n{card_section(args.model, meta, digest, result.model.num_parameters())}{end}"
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    block = f"{start}\n{card_section(name, meta, digest, model.num_parameters())}{end}"
     if start in text:
         text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     card.write_text(text)
     print(f"saved {path} ({path.stat().st_size / 1e6:.2f} MB)")
-
 
 if __name__ == "__main__":
     main()

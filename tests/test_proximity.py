@@ -55,13 +55,15 @@ def test_proximity_features__own_frame_distance_for_a_persistent_hole():
     grid = torch.stack(torch.meshgrid(torch.arange(10.0), torch.arange(10.0), indexing="ij"), -1).reshape(-1, 2)
     frames = []
     for t in (-1.0, 0.0, 1.0):
-        keep = ((grid - 5.0).abs().amax(-1) > 2) | ((grid == 4.0).all(-1) & (t == -1.0))  # 5×5 hole, (4, 4) seen at t=-1
+        # a 5 × 5 hole; its cell (4, 4) is seen at t = -1
+        keep = ((grid - 5.0).abs().amax(-1) > 2) | ((grid == 4.0).all(-1) & (t == -1.0))
         pts = grid[keep]
         frames.append(torch.cat([pts, torch.full_like(pts[:, :1], t)], -1))
     xc = torch.cat(frames)[None].double()
     xt = torch.tensor([[[5.0, 5.0, 0.0], [4.0, 4.0, 0.0]]], dtype=torch.float64)
     f = torch.expm1(proximity_features(xt, xc, None, 2, 1))[0]
-    torch.testing.assert_close(f[0], torch.tensor([0.0, math.sqrt(2.0), 3.0], dtype=torch.float64))  # centre of the hole
+    # the hole's centre: 3 cells from its frame's data, √2 from the cell seen an hour before
+    torch.testing.assert_close(f[0], torch.tensor([0.0, math.sqrt(2.0), 3.0], dtype=torch.float64))
     torch.testing.assert_close(f[1], torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64))  # seen an hour before
 
 

@@ -175,7 +175,9 @@ def with_proximity_features(model: BSATNP) -> BSATNP:
     weights trained without them (how the shipped BSA-TNP weights gained them).
     """
     if not isinstance(model, BSATNP):
-        raise ConfigError(f"proximity features need a KRBlock model (bsa-tnp, tnp-kr, tnp-d), got {type(model).__name__}.")
+        raise ConfigError(
+            f"proximity features need a KRBlock model (bsa-tnp, tnp-kr, tnp-d), got {type(model).__name__}."
+        )
     if model.config.proximity_features:
         return model
     ref = next(model.parameters())

@@ -208,7 +208,10 @@ class SpaceTimeGP(GPGenerator):
         fractions = uniform((len(ctx_times),), *self.observed_fraction, generator)
         n_loc = randint(*self.num_locations, generator)
         hole = 0.0
-        if not forecast and self.hole_probability and float(torch.rand((), generator=generator)) < self.hole_probability:
+        # draws nothing when hole_probability is 0, so the batches stay those of earlier versions
+        if not forecast and self.hole_probability and float(torch.rand((), generator=generator)) < (
+            self.hole_probability
+        ):
             hole = float(uniform((), *self.hole_fraction, generator))
         n_loc, counts, nt, m = self._counts(n_loc, fractions, forecast, hole)
         side = math.sqrt(sum(counts) / len(counts))
