@@ -25,7 +25,7 @@ from .inference import collate, resolve_device
 from .model import DEFAULT_SETTINGS, Model
 from .models import Batch, NeuralProcess, build_model
 from .models.bsa_tnp import with_proximity_features
-from .normalise import Normaliser
+from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
@@ -83,6 +83,19 @@ def _init_from(net: NeuralProcess, source: NeuralProcess) -> int:
                 w[:, : v.shape[1]].copy_(v)
                 copied += 1
     return copied
+
+
+def _elevation_bias(name: str, covariates: tuple[str, ...]) -> tuple[int]:
+    """The covariate column of elevation, for ``bias_covariates`` (``elevation_bias=True``)."""
+    if name != "bsa-tnp":
+        raise ConfigError(f"elevation_bias=True needs model='bsa-tnp' (an attention bias on Δelevation); got {name!r}.")
+    if "elevation" not in covariates:
+        raise ConfigError(
+            f"elevation_bias=True but the data have no elevation covariate (covariates: {tuple(covariates)}); "
+            "pass covariates=['elevation', ...] or an elevation variable/coordinate, or drop elevation_bias."
+        )
+    i = list(covariates).index("elevation")
+    return (covariate_dims(covariates[:i]),)
 
 
 def fit_model(
@@ -143,7 +156,9 @@ def fit_model(
                           max_lead=6)
     sampler = TaskSampler(values, window, norm, config=sconf)
 
-    overrides = OVERRIDES.get(name, {})
+    overrides = dict(OVERRIDES.get(name, {}))
+    if train_options.pop("elevation_bias", False):
+        overrides["bias_covariates"] = _elevation_bias(name, norm.covariates)
     net = build_model(name, preset=preset, space_dims=2, time_dims=1, covariate_dims=norm.covariate_dims,
                       **overrides)
     source = "fitted"

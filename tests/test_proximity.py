@@ -208,3 +208,64 @@ def test_fit_init__weights_without_proximity_into_a_model_with_them():
     with torch.no_grad():
         got = net(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=zc, zt=zt)).loc
         torch.testing.assert_close(got, source(batch).loc)
+
+
+# ------------------------------------------------------------------ bias on covariates (elevation)
+
+
+def test_bias_covariates__start_switched_off_then_act():
+    """A Δcovariate bias starts at zero weight (predictions as without it); weighted, it reads only Δz."""
+    from geonp.fitting import _init_from
+
+    base = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, **TINY).double()
+    biased = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, bias_covariates=(1,),
+                         **TINY).double()
+    _init_from(biased, base)
+    batch = _batch(dz=2)
+    flat = Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=batch.zc.clone(), zt=batch.zt.clone())
+    flat.zc[..., 1], flat.zt[..., 1] = 0.7, 0.7  # Δz = 0 for every pair
+    with torch.no_grad():
+        torch.testing.assert_close(biased(batch).loc, base(batch).loc)
+        for layer in biased.biases:
+            layer.parts[-1].weight.fill_(2.0)
+        # the same bias for every key cancels in the softmax; different z do not
+        torch.testing.assert_close(biased(flat).loc, base(flat).loc)
+        assert float((biased(batch).loc - base(batch).loc).abs().max()) > 1e-4
+
+
+def test_bias_covariates__invariant_to_shifting_coordinates():
+    """The covariate columns are not coordinates: shifting space and time still changes nothing."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, bias_covariates=(0,),
+                        proximity_features=True, **TINY).double()
+    for layer in model.biases:
+        torch.nn.init.normal_(layer.parts[-1].weight)
+    batch = _batch(dz=2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch).loc, model(shift_batch(batch, 1000.0)).loc, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kw", "phrase"),
+    [
+        (dict(covariate_dims=1, bias_covariates=(1,)), "covariate columns \\[1\\] that do not exist"),
+        (dict(covariate_dims=0, bias_covariates=(0,)), "covariate_dims=0"),
+    ],
+)
+def test_bias_covariates__bad_columns(kw, phrase):
+    """Columns outside the covariates are refused with a typed error."""
+    with pytest.raises(ConfigError, match=phrase):
+        build_model("bsa-tnp", space_dims=2, time_dims=1, **kw)
+
+
+def test_fit_elevation_bias_on_stations_and_errors():
+    """fit(elevation_bias=True) adds a Δelevation bias to BSA-TNP; without elevation it says what is missing."""
+    from test_api import stations
+
+    st = stations(times=4)
+    model = st.np.fit("tmax", steps=2, progress=False, elevation_bias=True, calibration_tasks=4)
+    assert model.net.config.bias_covariates == (0,) and model.normaliser.covariates[0] == "elevation"
+    assert np.isfinite(st.np.infill("tmax", model=model).tmax_mean.values).all()
+    with pytest.raises(ConfigError, match="the data have no elevation covariate"):
+        st.drop_vars("elevation").np.fit("tmax", steps=1, progress=False, elevation_bias=True)
+    with pytest.raises(ConfigError, match="needs model='bsa-tnp'"):
+        st.np.fit("tmax", model="te-pt-tnp", steps=1, progress=False, elevation_bias=True)

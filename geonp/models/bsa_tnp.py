@@ -49,6 +49,8 @@ class KRConfig(ModelConfig):
     prenorm: bool = True  # pre-norm KRBlocks; False = post-norm (TNP-D)
     backend: str = "auto"  # attention backend, see geonp.models.attention
     proximity_features: bool = False  # targets see their distance to the nearest context point (geonp addition)
+    bias_covariates: tuple[int, ...] = ()  # covariate columns that also get an RBF bias, e.g. elevation (geonp)
+    covariate_lengthscales: tuple[float, float] = (0.1, 3.0)  # its initial lengthscales (covariate units)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -58,6 +60,14 @@ class KRConfig(ModelConfig):
             raise ConfigError(
                 f"space_metric='geodesic' needs space_dims=2 (longitude, latitude), got {self.space_dims}."
             )
+        bad = [i for i in self.bias_covariates if not 0 <= int(i) < self.covariate_dims]
+        if bad:
+            raise ConfigError(
+                f"bias_covariates={tuple(self.bias_covariates)} names covariate columns {bad} that do not exist; "
+                f"expected indices in 0..{self.covariate_dims - 1} (covariate_dims={self.covariate_dims})."
+            )
+        if self.bias_covariates and not self.attention_bias:
+            raise ConfigError("bias_covariates needs attention_bias=True (BSA-TNP).")
         if not self.attention_bias and not self.embed_coords:
             raise ConfigError(
                 "with attention_bias=False and embed_coords=False the model never sees the coordinates; "
@@ -105,6 +115,12 @@ class BSATNP(NeuralProcess):
             parts.append(
                 RBFBias(c.num_heads, c.time_bases, tuple(range(c.space_dims, c.x_dims)), lengthscales=c.time_lengthscales)
             )
+        if c.bias_covariates:  # columns appended after space and time by prepare(); starts switched off
+            cols = tuple(range(c.x_dims, c.x_dims + len(c.bias_covariates)))
+            part = RBFBias(c.num_heads, c.time_bases, cols, lengthscales=c.covariate_lengthscales)
+            with torch.no_grad():
+                part.weight.zero_()
+            parts.append(part)
         return SumBias(parts)
 
     def prepare(self, batch: Batch) -> Batch:
@@ -113,7 +129,12 @@ class BSATNP(NeuralProcess):
             return batch
         # geodesic space columns are absolute lon/lat; only planar columns may be centred
         cols = list(range(c.space_dims)) if c.space_metric == "euclidean" else []
-        return centre(batch, cols + list(range(c.space_dims, c.x_dims)))
+        batch = centre(batch, cols + list(range(c.space_dims, c.x_dims)))
+        if c.bias_covariates:  # the biased covariates become extra coordinate columns
+            sel = list(c.bias_covariates)
+            batch = replace(batch, xc=torch.cat([batch.xc, batch.zc[..., sel].to(batch.xc.dtype)], -1),
+                            xt=torch.cat([batch.xt, batch.zt[..., sel].to(batch.xt.dtype)], -1))
+        return batch
 
     def _tokens(self, y: Tensor, obs: float, z: Tensor | None, x: Tensor, near: Tensor | None = None) -> Tensor:
         flag = y.new_full((*y.shape[:-1], 1), obs)
