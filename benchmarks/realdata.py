@@ -159,6 +159,10 @@ def colorado(args) -> dict:
             model, info = _fit(train, "tmax", "infill", args.fit_cpu, time_window=tw)
             models["bsa-tnp (trained with elevation + calibrated)"] = model
             out["fits"][f"bsa-tnp (trained), tw {tw}"] = {**info, **model.metadata["calibration"]}
+            # the same budget with elevation also in the attention bias (like the GP's elevation input)
+            model, info = _fit(train, "tmax", "infill", args.fit_cpu, time_window=tw, elevation_bias=True)
+            models["bsa-tnp (trained with elevation bias + calibrated)"] = model
+            out["fits"][f"bsa-tnp (trained, elevation bias), tw {tw}"] = {**info, **model.metadata["calibration"]}
         for label, model in models.items():
             start = _clock()
             rows = []
