@@ -24,7 +24,7 @@ from geonp.checkpoint import load_model, read_checkpoint, save_model
 from geonp.metrics import gaussian_scores
 from geonp.models.bsa_tnp import with_proximity_features
 from geonp.pretrained import OVERRIDES, PRETRAINED, WEIGHTS_DIR, pretraining_recipe, recipe_metadata
-from geonp.synthetic import gp_posterior
+from geonp.synthetic import SpaceTimeGP, gp_posterior
 from geonp.train import train
 
 EVAL_SEED = 777
@@ -37,7 +37,8 @@ def evaluate(model, data, n_batches: int = 8) -> dict:
     out = {}
     model.eval()
     for mode in MODES:
-        gen = replace(data, mode="infill", hole_probability=1.0) if mode == "hole" else replace(data, mode=mode)
+        holes = {"infill": 0.0, "hole": 1.0}.get(mode, data.hole_probability)
+        gen = replace(data, mode="infill" if mode == "hole" else mode, hole_probability=holes)
         g = torch.Generator().manual_seed(EVAL_SEED)
         tot_m, tot_o, n = {}, {}, 0
         for _ in range(n_batches):
@@ -79,7 +80,7 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
   {len(meta['stages'])} stage(s): `--budget` then `--continue`) on
   {meta['machine']}, torch {meta['torch']}, {meta['date']}. Seed {meta['train_config']['seed']}.
 - **Held-out scores** (64 tasks per mode, standardised units, noisy targets; oracle = exact GP with the
-  true hyperparameters):
+  true hyperparameters; infill = random gaps only, hole = every task with a hole missing from every frame):
 
 | mode | NLL | oracle NLL | RMSE | oracle RMSE | 95 % coverage |
 |---|---|---|---|---|---|
@@ -105,7 +106,10 @@ def main() -> None:
                         help="ship weights saved earlier with --out (weights file and model card); no training")
     args = parser.parse_args()
     if args.ship is not None:
-        ship(args.model, load_model(args.ship, expected_name=args.model), read_checkpoint(args.ship)["metadata"])
+        model, meta = load_model(args.ship, expected_name=args.model), read_checkpoint(args.ship)["metadata"]
+        gen = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["generator_config"].items()}
+        meta["scores"] = evaluate(model.eval(), SpaceTimeGP(**gen))  # rescored with this script's task families
+        ship(args.model, model, meta)
         return
     torch.set_num_threads(args.threads)
     extra = {"proximity_features": False} if args.no_proximity else {}
