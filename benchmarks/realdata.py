@@ -3,7 +3,8 @@
 Run one part at a time (each writes ``benchmarks/results/realdata-<part>.json``); ``--doc``
 rebuilds the geonp section of ``docs/benchmarks.md`` from whatever results exist::
 
-    python benchmarks/realdata.py era5-infill --fit-cpu 300
+    python benchmarks/realdata.py era5-infill --kinds random --fit-cpu 300
+    python benchmarks/realdata.py era5-infill --kinds block --time-window 1 --fit-cpu 300
     python benchmarks/realdata.py era5-forecast --fit-cpu 300
     python benchmarks/realdata.py colorado
     python benchmarks/realdata.py era5-month
@@ -345,8 +346,13 @@ def main() -> None:
         fn = {"era5-infill": era5_infill, "era5-forecast": era5_forecast, "colorado": colorado,
               "era5-month": era5_month, "scaling": scaling}[args.part]
         result = fn(args)
-        name = args.part if args.part != "era5-infill" else f"era5-infill-{'-'.join(args.kinds)}"
-        save_json(f"realdata-{name}", result)
+        if args.part == "era5-infill":  # one file per kind: the docs read them separately
+            for kind in args.kinds:
+                save_json(f"realdata-era5-infill-{kind}", {
+                    **result, "results": {k: v for k, v in result["results"].items() if k.startswith(kind + "/")},
+                    "fits": {k: v for k, v in result["fits"].items() if k.startswith(kind + "/")}})
+        else:
+            save_json(f"realdata-{args.part}", result)
     if args.doc or args.part:
         doc()
 
