@@ -114,9 +114,11 @@ def _rotation(a, b, c):
     return (ry(a) @ rx(b) @ rz(c)).double()
 
 
-def test_bsa_tnp_geodesic__invariant_to_rotations():
-    """With the great-circle bias, rotating all points on the sphere leaves predictions unchanged."""
-    model = build_model("bsa-tnp", space_dims=2, space_metric="geodesic", space_lengthscales=(1.0, 20.0), **TINY)
+@pytest.mark.parametrize("proximity", [False, True])
+def test_bsa_tnp_geodesic__invariant_to_rotations(proximity):
+    """With the great-circle bias (and great-circle proximity features), rotations change nothing."""
+    model = build_model("bsa-tnp", space_dims=2, space_metric="geodesic", space_lengthscales=(1.0, 20.0),
+                        proximity_features=proximity, **TINY)
     g = torch.Generator().manual_seed(3)
     xc = (torch.rand(2, 40, 2, generator=g, dtype=torch.float64) * 20 - 10)
     xt = (torch.rand(2, 15, 2, generator=g, dtype=torch.float64) * 20 - 10)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from _helpers import random_batch, shift_batch
-from test_bsa_tnp import TINY, _rotate_lonlat, _rotation
+from test_bsa_tnp import TINY
 
 from geonp.errors import ConfigError
 from geonp.models import Batch, build_model
@@ -114,21 +114,6 @@ def test_bsa_tnp_proximity__targets_decoded_in_slices():
         whole = model.decode(model.encode(prepared), prepared)
     torch.testing.assert_close(sliced.loc, whole.loc)
     torch.testing.assert_close(sliced.scale, whole.scale)
-
-
-def test_bsa_tnp_proximity__geodesic_invariant_to_rotations():
-    """Great-circle distances to the nearest context point are unchanged by rotations of the sphere."""
-    model = build_model("bsa-tnp", space_dims=2, space_metric="geodesic", space_lengthscales=(1.0, 20.0),
-                        proximity_features=True, **TINY)
-    g = torch.Generator().manual_seed(3)
-    xc = torch.rand(2, 40, 2, generator=g, dtype=torch.float64) * 20 - 10
-    xt = torch.rand(2, 15, 2, generator=g, dtype=torch.float64) * 20 - 10
-    yc = torch.randn(2, 40, 1, generator=g, dtype=torch.float64)
-    rot = _rotation(math.radians(-60), math.radians(30), math.radians(20))
-    with torch.no_grad():
-        a = model(Batch(xc=xc, yc=yc, xt=xt))
-        b = model(Batch(xc=_rotate_lonlat(xc, rot), yc=yc, xt=_rotate_lonlat(xt, rot)))
-    torch.testing.assert_close(a.loc, b.loc, rtol=2e-4, atol=2e-4)
 
 
 def test_bsa_tnp_proximity__features_change_predictions():
