@@ -29,7 +29,7 @@ from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
-__all__ = ["fit_model", "calibrate_shipped", "TaskSource", "MAX_VALUES"]
+__all__ = ["fit_model", "calibrate_shipped", "init_from", "TaskSource", "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
@@ -61,7 +61,7 @@ def _frames_to_keep(T: int, P: int, E: int) -> np.ndarray:
     return np.unique(np.concatenate([np.arange(s, s + 64) for s in starts]))
 
 
-def _init_from(net: NeuralProcess, source: NeuralProcess) -> int:
+def init_from(net: NeuralProcess, source: NeuralProcess) -> int:
     """Copy every matching weight of ``source`` into ``net``; wider input layers get zero columns.
 
     Returns the number of tensors copied.
@@ -163,7 +163,7 @@ def fit_model(
                       **overrides)
     source = "fitted"
     if pretrained and name in PRETRAINED and preset == "small":
-        _init_from(net, load_pretrained(name))
+        init_from(net, load_pretrained(name))
         source = f"fitted from pretrained:{name}"
     dev = resolve_device(device)
     torch.manual_seed(seed)

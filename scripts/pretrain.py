@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from geonp.checkpoint import load_model, read_checkpoint, save_model
+from geonp.fitting import init_from
 from geonp.metrics import gaussian_scores
-from geonp.models.bsa_tnp import with_proximity_features
 from geonp.pretrained import OVERRIDES, PRETRAINED, WEIGHTS_DIR, pretraining_recipe, recipe_metadata
 from geonp.synthetic import SpaceTimeGP, gp_posterior
 from geonp.train import train
@@ -118,9 +118,7 @@ def main() -> None:
     stages = []
     if args.resume:
         previous = load_model(WEIGHTS_DIR / PRETRAINED[args.model], expected_name=args.model)
-        if getattr(model.config, "proximity_features", False):
-            previous = with_proximity_features(previous)
-        model.load_state_dict(previous.state_dict())
+        init_from(model, previous)  # adds zero-weighted proximity inputs to older weights
         old = read_checkpoint(WEIGHTS_DIR / PRETRAINED[args.model])["metadata"]
         stages = old.get("stages") or [{"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
         config = replace(config, lr=5e-4, warmup_steps=0, seed=args.seed + len(stages))
@@ -163,6 +161,7 @@ def ship(name: str, model, meta: dict) -> None:
         text = text.rstrip() + "\n\n" + block + "\n"
     card.write_text(text)
     print(f"saved {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
 """Distance-to-data features of BSA-TNP (``proximity_features=True``): values, invariances, upgrade."""
 
+import copy
 import math
 from functools import partial
 
@@ -117,11 +118,13 @@ def test_bsa_tnp_proximity__targets_decoded_in_slices():
 
 
 def test_bsa_tnp_proximity__features_change_predictions():
-    """The targets do read the features: moving the context away changes the predictive std."""
+    """The targets read the features: zeroing their embedding weights changes the predictions."""
     model, batch = _model(), _batch()
-    far = Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt + torch.tensor([50.0, 0.0, 0.0], dtype=batch.xt.dtype))
+    blind = copy.deepcopy(model)
     with torch.no_grad():
-        assert float((model(batch).scale - model(far).scale).abs().max()) > 1e-4
+        blind.embed[0].weight[:, 2:5] = 0.0  # the three feature columns, after the value and the flag
+        assert float((model(batch).scale - blind(batch).scale).abs().max()) > 1e-4
+        assert float((model(batch).loc - blind(batch).loc).abs().max()) > 1e-4
 
 
 def test_with_proximity_features__same_predictions_then_trainable():
@@ -167,12 +170,12 @@ def test_with_proximity_features__keeps_covariate_weights():
 
 def test_fit_init__pretrained_with_proximity_into_a_model_with_covariates():
     """Fitting from proximity weights appends covariate columns after the features (zero-initialised)."""
-    from geonp.fitting import _init_from
+    from geonp.fitting import init_from
 
     source = _model()
     net = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, proximity_features=True,
                       **TINY).double()
-    _init_from(net, source)
+    init_from(net, source)
     batch = _batch()
     z = torch.randn(2, 30, 2, dtype=torch.float64), torch.randn(2, 17, 2, dtype=torch.float64)
     with torch.no_grad():
@@ -182,12 +185,12 @@ def test_fit_init__pretrained_with_proximity_into_a_model_with_covariates():
 
 def test_fit_init__weights_without_proximity_into_a_model_with_them():
     """Fitting a proximity model from weights without the features (and with covariates) predicts as the source."""
-    from geonp.fitting import _init_from
+    from geonp.fitting import init_from
 
     source = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY).double()
     net = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, proximity_features=True,
                       **TINY).double()
-    _init_from(net, source)
+    init_from(net, source)
     batch = _batch()
     zc, zt = torch.randn(2, 30, 2, dtype=torch.float64), torch.randn(2, 17, 2, dtype=torch.float64)
     with torch.no_grad():
@@ -200,12 +203,12 @@ def test_fit_init__weights_without_proximity_into_a_model_with_them():
 
 def test_bias_covariates__start_switched_off_then_act():
     """A Δcovariate bias starts at zero weight (predictions as without it); weighted, it reads only Δz."""
-    from geonp.fitting import _init_from
+    from geonp.fitting import init_from
 
     base = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, **TINY).double()
     biased = build_model("bsa-tnp", space_dims=2, time_dims=1, covariate_dims=2, bias_covariates=(1,),
                          **TINY).double()
-    _init_from(biased, base)
+    init_from(biased, base)
     batch = _batch(dz=2)
     flat = Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=batch.zc.clone(), zt=batch.zt.clone())
     flat.zc[..., 1], flat.zt[..., 1] = 0.7, 0.7  # Δz = 0 for every pair

@@ -187,8 +187,6 @@ class TNPD(BSATNP):
     name = "tnp-d"
 
 
-
-
 def with_proximity_features(model: BSATNP) -> BSATNP:
     """A copy of ``model`` with ``proximity_features=True`` that predicts exactly as ``model`` does.
 
