@@ -76,17 +76,20 @@ def pretrained_metadata(name: str) -> dict:
 
 
 def pretraining_recipe(
-    name: str, *, max_cpu_time: float, seed: int = 0, hole_probability: float = 0.5, **overrides
+    name: str, *, max_cpu_time: float, seed: int = 0, hole_probability: float = 0.5,
+    noise_std_range: tuple[float, float] = (0.01, 1.0), **overrides
 ) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
     """Model, data and training configuration used for the shipped weights.
 
-    ``hole_probability`` is the share of infill batches with a hole missing from every frame
-    (see :class:`~geonp.synthetic.SpaceTimeGP`); ``overrides`` replace architecture overrides.
+    ``hole_probability`` is the share of infill batches with a hole missing from every frame and
+    ``noise_std_range`` the log-uniform prior of the observation noise std relative to the signal
+    std (see :class:`~geonp.synthetic.SpaceTimeGP`); up to 1.0 it covers station data whose
+    nugget is as large as the spatial signal. ``overrides`` replace architecture overrides.
     """
     if name not in OVERRIDES:
         raise UnknownOptionError(f"no pretraining recipe for {name!r}; expected one of {tuple(OVERRIDES)}.")
     model = build_model(name, preset="small", space_dims=2, time_dims=1, **{**OVERRIDES[name], **overrides})
-    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability)
+    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability, noise_std_range=tuple(noise_std_range))
     config = TrainConfig(
         max_cpu_time=max_cpu_time, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=100,
         val_every=500, val_batches=8, seed=seed, progress=False,

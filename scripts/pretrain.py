@@ -98,8 +98,12 @@ def main() -> None:
     parser.add_argument("--continue", dest="resume", action="store_true",
                         help="start from the shipped weights (a further training stage, lr 5e-4 → 1e-5)")
     parser.add_argument("--holes", type=float, default=0.5, help="share of infill batches with a persistent hole")
+    parser.add_argument("--noise-max", type=float, default=1.0,
+                        help="largest observation noise std of the prior (relative to the signal; smallest 0.01)")
     parser.add_argument("--no-proximity", action="store_true",
                         help="bsa-tnp without the distance-to-data features (for comparison)")
+    parser.add_argument("--moments", type=int, default=None,
+                        help="bsa-tnp: position_moments channels per head (added zero-initialised to older weights)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the weights here instead of geonp/weights (no model card update)")
     parser.add_argument("--ship", type=Path, default=None, metavar="PATH",
@@ -113,8 +117,11 @@ def main() -> None:
         return
     torch.set_num_threads(args.threads)
     extra = {"proximity_features": False} if args.no_proximity else {}
+    if args.moments is not None:
+        extra["position_moments"] = args.moments
     model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed,
-                                             hole_probability=args.holes, **extra)
+                                             hole_probability=args.holes,
+                                             noise_std_range=(0.01, args.noise_max), **extra)
     stages = []
     if args.resume:
         previous = load_model(WEIGHTS_DIR / PRETRAINED[args.model], expected_name=args.model)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import UnknownOptionError
@@ -156,13 +157,16 @@ def tiled_attention(
     With ``return_lse=True`` also returns the row log-sum-exp of the logits,
     ``[b, h, nq]`` (no gradient flows through it).
     """
-    b, h, nq, _ = q.shape
+    b, h, nq, d = q.shape
     nk = k.shape[2]
     dq, dk = default_tiles(b, h, nq, nk)
     q_tile = q_tile or dq
     k_tile = k_tile or dk
+    scale = d**-0.5
+    if v.shape[-1] > d:  # wider values (position moments): zero columns keep QKᵀ and the fused CPU kernel
+        q, k = F.pad(q, (0, v.shape[-1] - d)), F.pad(k, (0, v.shape[-1] - d))
     params: Sequence[Tensor] = [p for p in score.parameters() if p.requires_grad] if score is not None else []
-    out, lse = _TiledAttention.apply(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, len(params), *params)
+    out, lse = _TiledAttention.apply(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, len(params), *params)
     return (out, lse) if return_lse else out
 
 
@@ -215,10 +219,9 @@ def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale) -> tuple[Tensor
 
 class _TiledAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, xq, xk, key_mask, score, q_tile, k_tile, n_params, *params):
+    def forward(ctx, q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, n_params, *params):
         b, h, nq, d = q.shape
         nk = k.shape[2]
-        scale = d**-0.5
         out = q.new_empty(b, h, nq, v.shape[-1])
         lse = q.new_empty(b, h, nq)
         with torch.no_grad():
@@ -241,7 +244,7 @@ class _TiledAttention(torch.autograd.Function):
                 out[:, :, qs:qe] = acc
                 lse[:, :, qs:qe] = acc_lse
         ctx.save_for_backward(q, k, v, xq, xk, key_mask, out, lse)
-        ctx.score, ctx.tiles, ctx.n_params = score, (q_tile, k_tile), n_params
+        ctx.score, ctx.tiles, ctx.scale, ctx.n_params = score, (q_tile, k_tile), scale, n_params
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -252,7 +255,7 @@ class _TiledAttention(torch.autograd.Function):
         params = [p for p in score.parameters() if p.requires_grad] if score is not None else []
         b, h, nq, d = q.shape
         nk = k.shape[2]
-        scale = d**-0.5
+        scale = ctx.scale
         grad_out = grad_out.contiguous()
         delta = (grad_out * out).sum(-1)  # [b, h, nq]
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
@@ -318,7 +321,7 @@ class _TiledAttention(torch.autograd.Function):
                     continue
                 dq[:, :, qs:qe] += torch.matmul(draw, k_t).mul_(scale)
                 dk[:, :, ks:ke] += torch.matmul(draw.transpose(-1, -2), q_t).mul_(scale)
-        return (dq, dk, dv, dxq, dxk, None, None, None, None, None, *dparams)
+        return (dq, dk, dv, dxq, dxk, None, None, None, None, None, None, *dparams)
 
 
 def _sum_to(t: Tensor, shape: torch.Size) -> Tensor:

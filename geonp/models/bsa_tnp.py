@@ -25,7 +25,7 @@ from .bias import METRICS, RBFBias, SumBias
 from .layers import MLP, GaussianHead, KRBlock
 from .proximity import num_proximity_features, proximity_features
 
-__all__ = ["KRConfig", "BSATNP", "TNPKR", "TNPD", "with_proximity_features"]
+__all__ = ["KRConfig", "BSATNP", "TNPKR", "TNPD", "with_proximity_features", "with_position_moments"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class KRConfig(ModelConfig):
     proximity_features: bool = False  # targets see their distance to the nearest context point (geonp addition)
     bias_covariates: tuple[int, ...] = ()  # covariate columns that also get an RBF bias, e.g. elevation (geonp)
     covariate_lengthscales: tuple[float, float] = (0.1, 3.0)  # its initial lengthscales (covariate units)
+    position_moments: int = 0  # channels per head of attention-weighted local-linear regression (geonp; 0 = off)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,6 +66,14 @@ class KRConfig(ModelConfig):
             raise ConfigError(
                 f"bias_covariates={tuple(self.bias_covariates)} names covariate columns {bad} that do not exist; "
                 f"expected indices in 0..{self.covariate_dims - 1} (covariate_dims={self.covariate_dims})."
+            )
+        if self.position_moments < 0:
+            raise ConfigError(f"position_moments must be >= 0, got {self.position_moments}.")
+        if self.position_moments and (self.space_dims == 0 or self.space_metric != "euclidean"):
+            raise ConfigError(
+                f"position_moments={self.position_moments} needs planar space coordinates (space_dims >= 1, "
+                f"space_metric='euclidean'), got space_dims={self.space_dims}, space_metric={self.space_metric!r}; "
+                "use position_moments=0."
             )
         if self.bias_covariates and not self.attention_bias:
             raise ConfigError("bias_covariates needs attention_bias=True (BSA-TNP).")
@@ -97,7 +106,9 @@ class BSATNP(NeuralProcess):
         in_dim = c.y_dims + 1 + c.covariate_dims + (c.x_dims if c.embed_coords else 0) + self.num_proximity
         self.embed = MLP(in_dim, c.embed_hidden, c.token_dim)
         self.blocks = nn.ModuleList(
-            KRBlock(c.token_dim, c.num_heads, c.head_dim, c.ff_hidden, c.prenorm, c.backend) for _ in range(c.num_layers)
+            KRBlock(c.token_dim, c.num_heads, c.head_dim, c.ff_hidden, c.prenorm, c.backend, c.space_dims,
+                    c.position_moments)
+            for _ in range(c.num_layers)
         )
         self.biases = nn.ModuleList(self._make_bias() for _ in range(c.num_layers)) if c.attention_bias else None
         self.norm = nn.LayerNorm(c.token_dim) if c.prenorm else nn.Identity()
@@ -152,7 +163,7 @@ class BSATNP(NeuralProcess):
         zc = self._tokens(batch.yc, 1.0, batch.zc, batch.xc)
         state = []
         for i, block in enumerate(self.blocks):
-            kv = block.context_keys(zc)
+            kv = block.context_keys(zc, batch.xc, batch.mc)
             score = self.biases[i] if self.biases is not None else None
             state.append((kv, score, batch.xc, batch.mc))
             if i < len(self.blocks) - 1:  # the last context update is never read
@@ -207,4 +218,24 @@ def with_proximity_features(model: BSATNP) -> BSATNP:
     zeros = w.new_zeros(w.shape[0], new.num_proximity)
     state["embed.0.weight"] = torch.cat([w[:, :at], zeros, w[:, at:]], dim=1)
     new.load_state_dict(state)
+    return new.train(model.training)
+
+
+def with_position_moments(model: BSATNP, channels: int = 4) -> BSATNP:
+    """A copy of ``model`` with ``position_moments=channels`` that predicts exactly as ``model`` does.
+
+    The moments' output projections start at zero (see :class:`~geonp.models.layers.PositionMoments`),
+    so training can continue from weights trained without them.
+    """
+    if not isinstance(model, BSATNP):
+        raise ConfigError(f"position moments need a KRBlock model (bsa-tnp, tnp-kr, tnp-d), got {type(model).__name__}.")
+    if model.config.position_moments == channels:
+        return model
+    if model.config.position_moments:
+        raise ConfigError(f"the model already has position_moments={model.config.position_moments}; "
+                          f"cannot change it to {channels}.")
+    ref = next(model.parameters())
+    new = type(model)(replace(model.config, position_moments=channels)).to(device=ref.device, dtype=ref.dtype)
+    missing, unexpected = new.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and all(".moments." in k for k in missing), (missing, unexpected)
     return new.train(model.training)
