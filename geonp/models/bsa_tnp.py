@@ -228,7 +228,9 @@ def with_position_moments(model: BSATNP, channels: int = 4) -> BSATNP:
     so training can continue from weights trained without them.
     """
     if not isinstance(model, BSATNP):
-        raise ConfigError(f"position moments need a KRBlock model (bsa-tnp, tnp-kr, tnp-d), got {type(model).__name__}.")
+        raise ConfigError(
+            f"position moments need a KRBlock model (bsa-tnp, tnp-kr, tnp-d), got {type(model).__name__}."
+        )
     if model.config.position_moments == channels:
         return model
     if model.config.position_moments:
