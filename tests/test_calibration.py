@@ -5,6 +5,7 @@ import pytest
 
 from geonp.calibration import gap_distances, gap_scales, match_weights, std_fit
 from geonp.data import Task, gap_to_context, nearest_distance
+from geonp.data.tasks import make_task
 from geonp.errors import ConfigError
 from geonp.normalise import Normaliser
 
@@ -97,6 +98,59 @@ def test_elevation_trend_is_quadratic_from_thirty_points():
     assert norm.elevation_fit(y, np.full(60, 1500.0)) is None
     assert norm.elevation_fit(y, np.where(np.arange(60) == 3, np.nan, e)) is None
     assert Normaliser(elevation_trend=False).elevation_fit(y, e) is None
+
+
+def _seasonal_frames(rng, n_frames=5, n=60, jumps=(0.0, 6.0, 11.0, 14.0, 12.0)):
+    """Stations on ``n_frames`` monthly frames: a mean per frame, a lapse rate and a small anomaly."""
+    e = rng.uniform(1000, 3500, n)
+    u = (e - e.mean()) / 1000
+    anomaly = 0.5 * rng.standard_normal(n)  # persists from frame to frame, like a station's exposure
+    y = np.concatenate([jumps[f] - 6.5 * u + 1.5 * u**2 + anomaly for f in range(n_frames)])
+    return y, np.repeat(np.arange(n_frames, dtype=float), n), np.tile(e, n_frames), anomaly, e
+
+
+def test_frame_offsets__recover_frame_means_and_lapse_rate():
+    """Jumps between frames larger than the spread inside a frame: each frame's mean and the trend go."""
+    rng = np.random.default_rng(6)
+    y, t, e, anomaly, e1 = _seasonal_frames(rng)
+    norm = Normaliser()
+    off_c, off_t = norm.frame_offsets(y, t, e, np.full(7, 3.0), e1[:7])
+    resid = y - off_c
+    u = (e1 - e1.mean()) / 1000
+    a = np.linalg.lstsq(np.c_[np.ones_like(u), u, u**2], anomaly, rcond=None)[0]  # the part the fit absorbs
+    np.testing.assert_allclose(resid, np.tile(anomaly - a[0] - a[1] * u - a[2] * u**2, 5), atol=1e-9)
+    ut = u[:7]
+    np.testing.assert_allclose(off_t, 14.0 + a[0] + (a[1] - 6.5) * ut + (a[2] + 1.5) * ut**2, atol=1e-9)
+    task = make_task(norm, np.c_[np.zeros((len(y), 2)), t], y, None, e, np.c_[np.zeros((7, 2)), np.full(7, 3.0)],
+                     None, e1[:7])
+    assert abs(task.shift) < 1e-9 and task.scale == pytest.approx(np.std(resid))
+    np.testing.assert_allclose(task.to_data(np.zeros(7), np.ones(7))[0], off_t)
+
+
+def test_frame_offsets__only_where_they_apply():
+    """No frame means: one frame, small jumps, targets off the context frames or on several, sparse, off."""
+    rng = np.random.default_rng(7)
+    y, t, e, _, e1 = _seasonal_frames(rng)
+    norm, tt = Normaliser(), np.full(4, 2.0)
+    assert norm.frame_offsets(y, t, e, tt, e1[:4]) is not None
+    assert norm.frame_offsets(y[:60], t[:60], e[:60], np.zeros(4), e1[:4]) is None  # one frame
+    small, *_ = _seasonal_frames(np.random.default_rng(7), jumps=(0.0, 0.1, 0.2, 0.1, 0.0))
+    assert norm.frame_offsets(small, t, e, tt, e1[:4]) is None  # the model's time kernel handles these
+    assert norm.frame_offsets(y, t, e, np.full(4, 9.0), e1[:4]) is None  # a forecast: no context on that frame
+    assert norm.frame_offsets(y, t, e, np.array([1.0, 2.0, 2.0, 2.0]), e1[:4]) is None  # targets on two frames
+    keep = (t != 2.0) | (np.arange(len(t)) % 60 < 4)  # 4 points left on the target frame
+    assert norm.frame_offsets(y[keep], t[keep], e[keep], tt, e1[:4]) is None
+    assert Normaliser(frame_means=False).frame_offsets(y, t, e, tt, e1[:4]) is None
+    off_c, off_t = norm.frame_offsets(y, t, None, tt, None)  # without elevations: the frame means only
+    np.testing.assert_allclose(off_t, np.full(4, y[t == 2.0].mean()))
+
+
+def test_frame_means__saved_models_without_the_field_keep_the_old_standardisation():
+    """A normaliser saved before the option reads back with it off; new ones round-trip it."""
+    d = Normaliser().to_dict()
+    assert d["frame_means"] is True and Normaliser.from_dict(d).frame_means is True
+    del d["frame_means"]
+    assert Normaliser.from_dict(d).frame_means is False
 
 
 def test_std_fit_recovers_the_variance_model():

@@ -91,11 +91,15 @@ class Task:
 def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None) -> Task:
     """Build a task with values standardised by its context, after removing the elevation trend.
 
-    ``ec``/``et`` are the elevations (m) of the context and target points, or ``None``.
+    ``ec``/``et`` are the elevations (m) of the context and target points, or ``None``. With
+    context on several frames and targets on one of them, each frame's own mean goes too (see
+    :meth:`Normaliser.frame_offsets`).
     """
-    fit = norm.elevation_fit(yc, ec) if et is not None else None
     offset = None
-    if fit is not None:
+    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et) if xc.shape[1] > 2 else None
+    if frame is not None:
+        yc, offset = yc - frame[0], frame[1]
+    elif (fit := norm.elevation_fit(yc, ec) if et is not None else None) is not None:
         yc = yc - norm.elevation_offset(fit, ec)
         offset = norm.elevation_offset(fit, et)
     shift, scale = norm.standardise(yc)
