@@ -22,8 +22,11 @@ from _common import machine, save_json, timed, update_doc_section  # noqa: E402
 
 from geonp.models import Batch, build_model  # noqa: E402
 
-CASES = [("bsa-tnp", "paper"), ("bsa-tnp", "small"), ("te-pt-tnp", "paper"), ("te-pt-tnp", "small"),
-         ("tnp-d", "small"), ("tnp-kr", "small"), ("te-tnp", "small")]
+#: (model, preset, architecture overrides); the shipped BSA-TNP adds proximity features and position moments
+SHIPPED = dict(proximity_features=True, position_moments=4)
+CASES = [("bsa-tnp", "paper", {}), ("bsa-tnp", "small", {}), ("bsa-tnp", "small", SHIPPED),
+         ("te-pt-tnp", "paper", {}), ("te-pt-tnp", "small", {}), ("tnp-d", "small", {}), ("tnp-kr", "small", {}),
+         ("te-tnp", "small", {})]
 REFERENCE = {("bsa-tnp", "paper"): (18.0, 10.6), ("te-pt-tnp", "paper"): (21.3, 8.3)}
 
 
@@ -35,10 +38,10 @@ def _batch() -> Batch:
     )
 
 
-def measure(name: str, preset: str, repeats: int) -> dict:
+def measure(name: str, preset: str, repeats: int, overrides: dict | None = None) -> dict:
     """Training-step and inference cost of one model."""
     torch.manual_seed(0)
-    model = build_model(name, preset=preset, space_dims=2)
+    model = build_model(name, preset=preset, space_dims=2, **(overrides or {}))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = _batch()
 
@@ -53,7 +56,8 @@ def measure(name: str, preset: str, repeats: int) -> dict:
 
     slow = name == "te-tnp"
     return {
-        "model": name, "preset": preset, "parameters": model.num_parameters(),
+        "model": name, "preset": preset + "".join(f", {k}={v}" for k, v in (overrides or {}).items()),
+        "parameters": model.num_parameters(),
         "train": timed(step, repeats=1 if slow else repeats, warmup=0 if slow else 1),
         "infer": timed(infer, repeats=1 if slow else repeats, warmup=0 if slow else 1),
     }
@@ -67,8 +71,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     info = machine()
     rows = []
-    for name, preset in CASES:
-        rows.append(measure(name, preset, args.repeats))
+    for name, preset, overrides in CASES:
+        rows.append(measure(name, preset, args.repeats, overrides))
         print(rows[-1], file=sys.stderr)
     save_json("step_cost", {"machine": info, "threads": args.threads, "rows": rows})
     lines = [
@@ -81,7 +85,7 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        ref = REFERENCE.get((r["model"], r["preset"]))
+        ref = REFERENCE.get((r["model"], r["preset"]))  # plain presets only
         lines.append(
             f"| {r['model']} | {r['preset']} | {r['parameters']:,} | {r['train']['cpu_s']:.2f} | "
             f"{r['train']['wall_s']:.2f} | {r['infer']['cpu_s']:.2f} | {r['infer']['wall_s']:.2f} | "

@@ -86,12 +86,24 @@ class PositionMoments(nn.Module):
         m = mbar - xi  # weighted mean offset of the keys from the query
         var = cxx.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(0.0) / s  # [b, h, nq]
         ridge = (1e-3 * var + 1e-4)[..., None, None] * torch.eye(s, dtype=o.dtype, device=o.device)
-        slope = torch.linalg.solve(cxx + ridge, m[..., None])[..., 0]  # (C_xx + λI)⁻¹ m
+        slope = _solve_small(cxx + ridge, m)  # (C_xx + λI)⁻¹ m
         corr = -(cux * slope[..., None, :]).sum(-1)  # [b, h, nq, p]
         sigma = (var + 1e-4).sqrt()
         f = torch.cat([corr, m / sigma[..., None], (var + 1e-4).log()[..., None]], -1)  # [b, h, nq, p + s + 1]
         b, _, nq, _ = f.shape
         return self.out(f.transpose(1, 2).reshape(b, nq, -1))
+
+
+def _solve_small(a: Tensor, b: Tensor) -> Tensor:
+    """``a⁻¹ b`` for batches of small symmetric positive definite ``a [..., s, s]``; closed form for ``s ≤ 2``."""
+    s = a.shape[-1]
+    if s == 1:
+        return b / a[..., 0]
+    if s == 2:
+        p, q, r = a[..., 0, 0], a[..., 0, 1], a[..., 1, 1]
+        det = p * r - q * q
+        return torch.stack([r * b[..., 0] - q * b[..., 1], p * b[..., 1] - q * b[..., 0]], -1) / det[..., None]
+    return torch.linalg.solve(a, b[..., None])[..., 0]
 
 
 class MultiHeadAttention(nn.Module):
