@@ -97,6 +97,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--continue", dest="resume", action="store_true",
                         help="start from the shipped weights (a further training stage, lr 5e-4 → 1e-5)")
+    parser.add_argument("--from", dest="source", type=Path, default=None, metavar="PATH",
+                        help="with --continue: start from these weights (saved with --out) instead of the shipped ones")
     parser.add_argument("--holes", type=float, default=0.5, help="share of infill batches with a persistent hole")
     parser.add_argument("--noise-max", type=float, default=1.0,
                         help="largest observation noise std of the prior (relative to the signal; smallest 0.01)")
@@ -124,9 +126,10 @@ def main() -> None:
                                              noise_std_range=(0.01, args.noise_max), **extra)
     stages = []
     if args.resume:
-        previous = load_model(WEIGHTS_DIR / PRETRAINED[args.model], expected_name=args.model)
-        init_from(model, previous)  # adds zero-weighted proximity inputs to older weights
-        old = read_checkpoint(WEIGHTS_DIR / PRETRAINED[args.model])["metadata"]
+        source = args.source or WEIGHTS_DIR / PRETRAINED[args.model]
+        previous = load_model(source, expected_name=args.model)
+        init_from(model, previous)  # adds zero-weighted proximity inputs (and zero-output moments) to older weights
+        old = read_checkpoint(source)["metadata"]
         stages = old.get("stages") or [{"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
         config = replace(config, lr=5e-4, warmup_steps=0, seed=args.seed + len(stages))
     result = train(model, data, config, val_data=data)
