@@ -270,9 +270,12 @@ def _infill_doc(inf: dict, kind: str) -> list[str]:
 
 
 def _gap_profile(fit: dict) -> str:
-    """Format the per-gap-size std factors of a fit as text (empty when it has none)."""
+    """Format the nugget and the per-gap-size std factors of a fit as text (empty when it has none)."""
+    out = ""
+    if "infill_std_extra" in fit:
+        out += f"; std sqrt(({fit['infill_std_base']:.2f} σ)² + {fit['infill_std_extra']:.2f}²) before the factors"
     pairs = ", ".join(f"{s:.2f} at {d:.2f}" for d, s in zip(fit.get("gap_distance", []), fit.get("gap_std_scale", [])))
-    return f"; by gap distance (model units): {pairs}" if pairs else ""
+    return out + (f"; by gap distance (model units): {pairs}" if pairs else "")
 
 
 def doc() -> None:

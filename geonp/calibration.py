@@ -49,10 +49,14 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         # weight the held-out points so their distances to the context match the data's own gaps
         near = np.concatenate([gap_to_context(t) for t in tasks])
         w = match_weights(near, gap_distances(values, window.xy, np.random.default_rng(20_000 + seed)))
+        # a nugget first (errors that do not shrink next to the data as the network's std does), then
+        # factors by gap size on the combined std
+        base, extra = std_fit(y - mean, std, weights=w)
+        std = np.sqrt((base * std) ** 2 + extra**2)
         z2 = ((y - mean) / std) ** 2
         centres, scales = gap_scales(near, z2, w)
         return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0)),
-                "gap_distance": centres, "gap_std_scale": scales}
+                "gap_distance": centres, "gap_std_scale": scales, "infill_std_base": base, "infill_std_extra": extra}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
     persistence = np.concatenate([t.persistence for t in tasks])
     trend = np.concatenate([t.trend for t in tasks])
@@ -140,25 +144,27 @@ def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads
 
 
 
-def std_fit(error: np.ndarray, std: np.ndarray, steps: int = 21) -> tuple[float, float]:
+def std_fit(error: np.ndarray, std: np.ndarray, steps: int = 21,
+            weights: np.ndarray | None = None) -> tuple[float, float]:
     """Maximum-likelihood ``(a, b)`` of the predictive std ``sqrt((a σ)² + b²)`` for these errors.
 
     A grid over the share ``λ`` of the variance that follows the network's ``σ`` (the rest is a
     constant ``b²``), with the overall size in closed form for each ``λ``: where the network's
     std says little about its errors the fit moves towards a constant std. ``a`` is clipped to
-    [0, 5]; ``b`` is in data units.
+    [0, 5]; ``b`` is in data units. ``weights`` weigh the points' log-likelihoods.
     """
-    ok = np.isfinite(error) & np.isfinite(std) & (std > 0)
-    e2, s2 = error[ok] ** 2, std[ok] ** 2
+    w = np.ones_like(error, dtype=np.float64) if weights is None else np.asarray(weights, dtype=np.float64)
+    ok = np.isfinite(error) & np.isfinite(std) & (std > 0) & (w > 0)
+    e2, s2, w = error[ok] ** 2, std[ok] ** 2, w[ok] / w[ok].sum() if ok.any() else w[ok]
     if len(e2) == 0:
         return 1.0, 0.0
-    m = float(s2.mean())
+    m = float(np.sum(w * s2))
     best = None
     for lam in np.linspace(0.0, 1.0, steps):
-        g = lam * s2 / m + (1.0 - lam)  # shape of the variance, mean 1
+        g = lam * s2 / m + (1.0 - lam)  # shape of the variance, weighted mean 1
         g = np.maximum(g, 1e-12)
-        c2 = float(np.mean(e2 / g))
-        nll = float(np.mean(np.log(c2 * g)))  # + 1 + log 2π, the same for every λ
+        c2 = float(np.sum(w * e2 / g))
+        nll = float(np.sum(w * np.log(c2 * g)))  # + 1 + log 2π, the same for every λ
         if best is None or nll < best[0]:
             best = (nll, lam, c2)
     _, lam, c2 = best

@@ -197,6 +197,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), len(targets))
+    out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
         for i, t in enumerate(tasks):

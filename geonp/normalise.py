@@ -79,6 +79,11 @@ class Normaliser:
     lead_mean_weight : tuple of float
         Forecast calibration of the mean per lead: ``persistence + w * (mean - persistence)``, with
         persistence the value at the initial time (empty: the network's mean as it is).
+    infill_std_base, infill_std_extra : float
+        Infill calibration: the network's std ``σ`` first becomes
+        ``sqrt((infill_std_base · σ)² + infill_std_extra²)`` (``infill_std_extra`` in data units: a nugget, where errors do not shrink next to the data as ``σ``
+        does, as between neighbouring weather stations), then ``std_scale`` or the gap factors apply.
+        Defaults leave ``σ`` as it is (models saved before these fields).
     gap_distance, gap_std_scale : tuple of float
         Infill calibration by gap size: factors on the predictive std at these distances (model
         units, increasing) from a target to the nearest context point of its own frame,
@@ -109,6 +114,8 @@ class Normaliser:
     value_mean: float = 0.0
     value_std: float = 1.0
     std_scale: float = 1.0
+    infill_std_base: float = 1.0
+    infill_std_extra: float = 0.0
     lead_std_scale: tuple[float, ...] = ()
     lead_std_extra: tuple[float, ...] = ()
     lead_mean_weight: tuple[float, ...] = ()
@@ -166,6 +173,12 @@ class Normaliser:
         if lead_frames is None or not self.lead_std_scale:
             return self.std_scale
         return _per_lead(self.lead_std_scale, lead_frames)
+
+    def infill_std(self, std: np.ndarray) -> np.ndarray:
+        """The network's infill std with the nugget of the calibration (before ``std_scale``/gap factors)."""
+        if self.infill_std_base == 1.0 and self.infill_std_extra == 0.0:
+            return std
+        return np.sqrt((self.infill_std_base * std) ** 2 + self.infill_std_extra**2).astype(std.dtype)
 
     def std_extra(self, lead_frames: np.ndarray) -> np.ndarray | None:
         """Std added in quadrature per lead (data units), or ``None`` when there is none."""

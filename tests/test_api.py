@@ -238,12 +238,14 @@ def test_calibration_only_fit_rescales_the_std_and_nothing_else():
     st = stations(times=6)
     model = st.np.fit("tmax", steps=0, progress=False, covariates=[], calibration_tasks=16)
     assert model.metadata["steps"] == 0
-    scale = model.normaliser.std_scale
-    assert 0.2 <= scale <= 5.0 and scale != 1.0
+    norm = model.normaliser
+    assert 0.2 <= norm.std_scale <= 5.0 and not norm.gap_std_scale  # 16 tasks: too few points for gap bins
+    assert (norm.infill_std_base, norm.infill_std_extra) != (1.0, 0.0)  # the nugget fit moved
     zero_shot = st.np.infill("tmax")
     calibrated = st.np.infill("tmax", model=model)
     np.testing.assert_allclose(calibrated.tmax_mean, zero_shot.tmax_mean, rtol=1e-6)
-    np.testing.assert_allclose(calibrated.tmax_std, zero_shot.tmax_std * scale, rtol=1e-5)
+    want = np.sqrt((norm.infill_std_base * zero_shot.tmax_std) ** 2 + norm.infill_std_extra**2) * norm.std_scale
+    np.testing.assert_allclose(calibrated.tmax_std, want, rtol=1e-5)
 
 
 def test_gap_calibration_scales_the_std_by_distance_to_the_data(small):

@@ -166,3 +166,25 @@ def test_std_fit_recovers_the_variance_model():
     a, b = std_fit(sigma * rng.standard_normal(len(sigma)), sigma)
     assert a == pytest.approx(1.0, rel=0.05) and b < 0.2
     assert std_fit(np.zeros(0), np.zeros(0)) == (1.0, 0.0)
+
+
+def test_std_fit_weights_equal_repeated_points():
+    """Integer weights give the fit of the points repeated that many times; zero weights drop points."""
+    rng = np.random.default_rng(8)
+    sigma = rng.uniform(0.2, 2.0, 300)
+    err = np.sqrt((1.2 * sigma) ** 2 + 0.4**2) * rng.standard_normal(300)
+    w = rng.integers(0, 4, 300)
+    assert std_fit(err, sigma, weights=w) == pytest.approx(std_fit(np.repeat(err, w), np.repeat(sigma, w)), rel=1e-9)
+
+
+def test_infill_std_adds_the_nugget_and_keeps_missing():
+    """The calibration's nugget is added in quadrature; defaults (models saved before it) change nothing."""
+    std = np.array([1.0, 0.1, np.nan], dtype=np.float32)
+    got = Normaliser(infill_std_base=2.0, infill_std_extra=0.5).infill_std(std)
+    np.testing.assert_allclose(got[:2], np.sqrt((2.0 * std[:2]) ** 2 + 0.25), rtol=1e-6)
+    assert np.isnan(got[2]) and got.dtype == np.float32
+    assert Normaliser().infill_std(std) is std
+    d = Normaliser(infill_std_extra=0.3).to_dict()
+    assert Normaliser.from_dict(d).infill_std_extra == 0.3
+    del d["infill_std_extra"], d["infill_std_base"]
+    assert Normaliser.from_dict(d).infill_std(std) is std
