@@ -55,6 +55,16 @@ def evaluate(model, data, n_batches: int = 8) -> dict:
     return out
 
 
+def _stages(stages: list[dict]) -> str:
+    """One phrase per training stage: steps, CPU-minutes and what changed in it."""
+    out = []
+    for st in stages:
+        what = [f"noise up to {st['noise_std_range'][1]:g}"] if "noise_std_range" in st else []
+        what += [f"{k}={v}" for k, v in st.get("overrides", {}).items()]
+        out.append(f"{st['steps']} steps / {st['train_cpu_s'] / 60:.0f} min" + (f" ({', '.join(what)})" if what else ""))
+    return "; ".join(out)
+
+
 def card_section(name: str, meta: dict, digest: str, params: int) -> str:
     """Markdown section of the model card."""
     s = meta["scores"]
@@ -77,7 +87,7 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
   {g.get('hole_probability', 0.0):.0%} of the infill batches have a hole of {g.get('hole_fraction')} of the locations
   missing from every frame.
 - **Budget**: {meta['train_cpu_s'] / 60:.1f} CPU-minutes ({meta['steps']} steps of batch 8, in
-  {len(meta['stages'])} stage(s): `--budget` then `--continue`) on
+  {len(meta['stages'])} stage(s): `--budget` then `--continue`; {_stages(meta['stages'])}) on
   {meta['machine']}, torch {meta['torch']}, {meta['date']}. Seed {meta['train_config']['seed']}.
 - **Held-out scores** (64 tasks per mode, standardised units, noisy targets; oracle = exact GP with the
   true hyperparameters; infill = random gaps only, hole = every task with a hole missing from every frame):
@@ -100,7 +110,7 @@ def main() -> None:
     parser.add_argument("--from", dest="source", type=Path, default=None, metavar="PATH",
                         help="with --continue: start from these weights (saved with --out) instead of the shipped ones")
     parser.add_argument("--holes", type=float, default=0.5, help="share of infill batches with a persistent hole")
-    parser.add_argument("--noise-max", type=float, default=1.0,
+    parser.add_argument("--noise-max", type=float, default=0.3,
                         help="largest observation noise std of the prior (relative to the signal; smallest 0.01)")
     parser.add_argument("--no-proximity", action="store_true",
                         help="bsa-tnp without the distance-to-data features (for comparison)")
@@ -133,7 +143,9 @@ def main() -> None:
         stages = old.get("stages") or [{"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
         config = replace(config, lr=5e-4, warmup_steps=0, seed=args.seed + len(stages))
     result = train(model, data, config, val_data=data)
-    stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr}]
+    stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr,
+                        "noise_std_range": list(data.noise_std_range), "hole_probability": data.hole_probability,
+                        "overrides": {k: v for k, v in extra.items()}}]
     meta = recipe_metadata(data, config)
     overrides = {**OVERRIDES[args.model], **extra}
     meta.update(

@@ -356,13 +356,14 @@ def test_pretrained__shipped_weights_load(name):
     assert meta["units"]["time"] == "one time step"
 
 
-def test_pretrained__recipe_covers_station_nuggets_and_is_recorded():
-    """The recipe's noise prior reaches a nugget as large as the signal, and the checkpoint metadata says so."""
+def test_pretrained__recipe_options_are_recorded():
+    """The recipe builds the shipped architecture; its noise prior is an option recorded in the metadata."""
     model, data, config = pretrained.pretraining_recipe("bsa-tnp", max_cpu_time=1.0)
-    assert data.noise_std_range == (0.01, 1.0) and data.hole_probability == 0.5
-    assert model.config.proximity_features and config.max_cpu_time == 1.0
-    _, narrow, _ = pretrained.pretraining_recipe("bsa-tnp", max_cpu_time=1.0, noise_std_range=[0.01, 0.3])
-    assert pretrained.recipe_metadata(narrow, config)["generator_config"]["noise_std_range"] == [0.01, 0.3]
+    assert data.noise_std_range == (0.01, 0.3) and data.hole_probability == 0.5
+    assert model.config.proximity_features and model.config.position_moments == 4 and config.max_cpu_time == 1.0
+    assert model.config == pretrained.load_pretrained("bsa-tnp").config  # the recipe is what was shipped
+    _, wide, _ = pretrained.pretraining_recipe("bsa-tnp", max_cpu_time=1.0, noise_std_range=[0.01, 1.0])
+    assert pretrained.recipe_metadata(wide, config)["generator_config"]["noise_std_range"] == [0.01, 1.0]
     with pytest.raises(pretrained.UnknownOptionError, match="no pretraining recipe for 'tnp-d'"):
         pretrained.pretraining_recipe("tnp-d", max_cpu_time=1.0)
 
