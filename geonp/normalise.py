@@ -81,8 +81,9 @@ class Normaliser:
         persistence the value at the initial time (empty: the network's mean as it is).
     infill_std_base, infill_std_extra : float
         Infill calibration: the network's std ``σ`` first becomes
-        ``sqrt((infill_std_base · σ)² + infill_std_extra²)`` (``infill_std_extra`` in data units: a nugget, where errors do not shrink next to the data as ``σ``
-        does, as between neighbouring weather stations), then ``std_scale`` or the gap factors apply.
+        ``sqrt((infill_std_base · σ)² + infill_std_extra²)`` (``infill_std_extra`` in data units: a
+        nugget, where errors do not shrink next to the data as ``σ`` does, as between neighbouring
+        weather stations), then ``std_scale`` or the gap factors apply.
         Defaults leave ``σ`` as it is (models saved before these fields).
     gap_distance, gap_std_scale : tuple of float
         Infill calibration by gap size: factors on the predictive std at these distances (model

@@ -61,7 +61,8 @@ def _stages(stages: list[dict]) -> str:
     for st in stages:
         what = [f"noise up to {st['noise_std_range'][1]:g}"] if "noise_std_range" in st else []
         what += [f"{k}={v}" for k, v in st.get("overrides", {}).items()]
-        out.append(f"{st['steps']} steps / {st['train_cpu_s'] / 60:.0f} min" + (f" ({', '.join(what)})" if what else ""))
+        extra = f" ({', '.join(what)})" if what else ""
+        out.append(f"{st['steps']} steps / {st['train_cpu_s'] / 60:.0f} min{extra}")
     return "; ".join(out)
 
 
@@ -140,7 +141,8 @@ def main() -> None:
         previous = load_model(source, expected_name=args.model)
         init_from(model, previous)  # adds zero-weighted proximity inputs (and zero-output moments) to older weights
         old = read_checkpoint(source)["metadata"]
-        stages = old.get("stages") or [{"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
+        stages = old.get("stages") or [
+            {"steps": old["steps"], "train_cpu_s": old["train_cpu_s"], "lr": old["train_config"]["lr"]}]
         config = replace(config, lr=5e-4, warmup_steps=0, seed=args.seed + len(stages))
     result = train(model, data, config, val_data=data)
     stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr,

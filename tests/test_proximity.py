@@ -81,10 +81,17 @@ def _model(**kw):
     return build_model("bsa-tnp", space_dims=2, time_dims=1, proximity_features=True, **TINY, **kw).double()
 
 
+def _with_moments():
+    from test_moments import _model as moments_model
+
+    return moments_model()
+
+
 @pytest.mark.parametrize("offset", [1000.0, -12345.0])
-def test_bsa_tnp_proximity__invariant_to_large_shifts(offset):
-    """The features depend on differences only: shifting all coordinates changes nothing."""
-    model, batch = _model(), _batch()
+@pytest.mark.parametrize("make", [_model, _with_moments], ids=["proximity", "moments"])
+def test_bsa_tnp_geonp_features__invariant_to_large_shifts(offset, make):
+    """Proximity features and position moments depend on differences only: shifts change nothing."""
+    model, batch = make(), _batch()
     with torch.no_grad():
         a, b = model(batch), model(shift_batch(batch, offset))
     torch.testing.assert_close(a.loc, b.loc, rtol=1e-5, atol=1e-5)
