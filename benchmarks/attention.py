@@ -6,6 +6,8 @@ Results: ``benchmarks/results/attention.json`` and the attention section of ``do
 
 Setting: BSA-TNP's attention, b=1, 4 heads × 32 dims (the paper's "128 for attention"), RBF bias on
 2-D space with 5 bases per head. FLOPs count only QKᵀ and AV: ``4 · nq · nk · h · d``.
+"tiled" is the default inference path (points packed into compact tiles, far bias terms skipped);
+"tiled-unsorted" is the same kernel on the points in their given order, for comparison.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ SIZES = [(1024, 1024), (4096, 4096), (16384, 4096), (65536, 8192), (1_000_000, 1
 QUICK = [(1024, 1024), (4096, 4096), (16384, 4096)]
 BACKWARD_MAX = 16384 * 4096  # fwd+bwd timed up to this many query-key pairs
 DENSE_MAX_BYTES = 6e9
+UNSORTED_MIN = 16384 * 4096  # from here on, also time the tiles in the points' given order
 FLEX_MAX = 65536 * 8192  # flex_attention compiles per shape; beyond this it is not run (time budget)
 
 
@@ -61,8 +64,10 @@ def run_one(impl: str, nq: int, nk: int, mode: str) -> dict:
     torch.manual_seed(0)
     q, k, v, xq, xk, bias = _inputs(nq, nk, requires_grad=(mode == "fwd+bwd"))
     flops = 4.0 * nq * nk * HEADS * DIM * (3.0 if mode == "fwd+bwd" else 1.0)  # bwd ≈ 2× the fwd products
-    if impl == "tiled":
+    if impl == "tiled":  # inference sorts points into compact tiles and skips far bias terms
         fn = lambda: tiled_attention(q, k, v, bias, xq, xk)  # noqa: E731
+    elif impl == "tiled-unsorted":  # the same kernel on points in their given (random) order
+        fn = lambda: tiled_attention(q, k, v, bias, xq, xk, reorder=False)  # noqa: E731
     elif impl == "dense":  # the reference: materialised logits, autograd-friendly bias
         fn = lambda: dense_attention(q, k, v, bias, xq, xk)  # noqa: E731
     elif impl == "dense-sdpa":  # the fastest untiled form: whole bias materialised once, one SDPA call
@@ -146,7 +151,8 @@ def main() -> None:
     for nq, nk in QUICK if args.quick else SIZES:
         dense_fits = 3 * 4 * HEADS * nq * nk < DENSE_MAX_BYTES
         flex = not args.no_flex and nq * nk <= FLEX_MAX
-        impls = ["tiled"] + (["dense", "dense-sdpa"] if dense_fits else []) + (["flex"] if flex else [])
+        impls = ["tiled"] + (["tiled-unsorted"] if nq * nk >= UNSORTED_MIN else [])
+        impls += (["dense", "dense-sdpa"] if dense_fits else []) + (["flex"] if flex else [])
         for impl in impls:
             rows.append(_spawn(impl, nq, nk, "fwd", timeout=1800))
             print(json.dumps(rows[-1]), file=sys.stderr)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from geonp.errors import UnknownOptionError
-from geonp.models.attention import attention, default_tiles, dense_attention, tiled_attention
+from geonp.models.attention import attention, default_tiles, dense_attention, spatial_order, tiled_attention
 from geonp.models.bias import RBFBias, SumBias, TEScore, great_circle_sqdist, pairwise_sqdist
 
 SCORES = {
@@ -164,3 +164,133 @@ def test_flex_backend__refuses_gradients_and_te_scores():
         attention(q, k, v, SCORES["rbf-space-time"](2), xq, xk, backend="flex")
     with torch.no_grad(), pytest.raises(ConfigError, match="TEScore has no flex_attention form"):
         attention(q, k, v, SCORES["te-post"](2), xq, xk, backend="flex")
+
+
+def _far_apart_inputs(b, nq, nk, dtype=torch.float64, seed=0):
+    """Points spread over a domain much wider than the bias' reach (far tile pairs prune their bias)."""
+    g = torch.Generator().manual_seed(seed)
+    h, d = 3, 8
+    q, k, v = (torch.randn(b, h, n, d, generator=g, dtype=dtype) for n in (nq, nk, nk))
+    xq = torch.cat([torch.rand(b, nq, 2, generator=g, dtype=dtype) * 400, torch.zeros(b, nq, 1, dtype=dtype)], -1)
+    xk = torch.cat([torch.rand(b, nk, 2, generator=g, dtype=dtype) * 400, torch.randn(b, nk, 1, generator=g)], -1)
+    score = SumBias([RBFBias(h, 5, (0, 1), lengthscales=(0.1, 3.0)), RBFBias(h, 3, (2,), lengthscales=(0.5, 5.0))])
+    return q, k, v, xq, xk, score.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_tiled_attention__sorted_tiles_with_pruned_bias_match_dense(dtype):
+    """Inference over many tiles sorts the points and skips far bias terms: same result as dense and as unsorted."""
+    q, k, v, xq, xk, score = _far_apart_inputs(2, 700, 300, dtype)
+    key_mask = torch.rand(2, 300, generator=torch.Generator().manual_seed(1)) > 0.2
+    with torch.no_grad():
+        ref = dense_attention(q.double(), k.double(), v.double(), score.double(), xq.double(), xk.double(), key_mask)
+        score.to(dtype)
+        calls = []
+        fast_bias = RBFBias.fast_bias
+
+        def spy(self, a, c):
+            out = fast_bias(self, a, c)
+            if self.columns == (0, 1):
+                calls.append(out is None)
+            return out
+
+        RBFBias.fast_bias = spy
+        try:
+            out = tiled_attention(q, k, v, score, xq, xk, key_mask, q_tile=64, k_tile=32)
+        finally:
+            RBFBias.fast_bias = fast_bias
+        unsorted = tiled_attention(q, k, v, score, xq, xk, key_mask, q_tile=64, k_tile=32, reorder=False)
+    assert sum(calls) > len(calls) / 2  # most space tile pairs were far enough to skip every term
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    assert float((out.double() - ref).norm() / ref.norm()) < tol
+    assert float((unsorted.double() - ref).norm() / ref.norm()) < tol
+
+
+def test_tiled_attention__reorder_only_at_inference():
+    """With gradients the points keep their order (the backward pass recomputes the same tiles)."""
+    q, k, v, xq, xk, score = _far_apart_inputs(1, 90, 40)
+    q.requires_grad_(True)
+    out = tiled_attention(q, k, v, score, xq, xk, q_tile=16, k_tile=8)
+    ref = dense_attention(q, k, v, score, xq, xk)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    (g,) = torch.autograd.grad(out.sum(), [q])
+    (g_ref,) = torch.autograd.grad(ref.sum(), [q])
+    torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-11)
+
+
+def test_rbf_bias__active_bases_prune_far_tiles_below_resolution():
+    """Skipped terms are below eps / 10 of the logits everywhere on the tile; zero weights are always skipped."""
+    bias = RBFBias(2, 4, (0, 1), lengthscales=(0.5, 4.0)).double()
+    with torch.no_grad():
+        bias.weight[1, 0] = 0.0
+    xq = torch.rand(1, 30, 2, dtype=torch.float64)
+    for shift, expect_none in ((100.0, True), (12.0, False), (0.0, False)):
+        xk = torch.rand(1, 20, 2, dtype=torch.float64) + torch.tensor([shift, 0.0], dtype=torch.float64)
+        active = bias.active_bases(xq, xk)
+        assert not active[1][0]
+        fast = bias.fast_bias(xq, xk)
+        full = bias.bias(xq, xk).detach()
+        if expect_none:
+            assert fast is None and float(full.abs().max()) < torch.finfo(torch.float64).eps
+            continue
+        assert not all(all(row) for row in active) if shift else sum(map(sum, active)) == 7
+        torch.testing.assert_close(fast, full, rtol=0, atol=torch.finfo(torch.float64).eps)
+
+
+def test_order_columns__euclidean_parts_only():
+    space, time = RBFBias(2, 5, (0, 1)), RBFBias(2, 3, (2,))
+    assert SumBias([space, time]).order_columns == (0, 1)
+    geodesic = RBFBias(2, 5, (0, 1), metric="geodesic")
+    assert geodesic.order_columns == () and SumBias([geodesic, time]).order_columns == ()
+    assert TEScore(2, 3).order_columns == ()
+
+
+def test_spatial_order__permutation_with_compact_tiles():
+    """Packing a shuffled 32 × 32 grid into tiles of 64 puts every tile in one 8 × 8 block."""
+    yy, xx = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+    grid = torch.stack([xx.flatten(), yy.flatten()], -1)
+    perm = torch.randperm(1024, generator=torch.Generator().manual_seed(0))
+    x = torch.stack([grid[perm], grid]).double()  # two rows, packed independently
+    order = spatial_order(x, 64)
+    assert order.shape == (2, 1024)
+    for row in range(2):
+        assert torch.equal(order[row].sort().values, torch.arange(1024))
+        pts = x[row, order[row]]
+        for run in pts.view(16, 64, 2):
+            assert (run.amax(0) - run.amin(0)).tolist() == [7.0, 7.0]
+
+
+def test_spatial_order__ragged_sizes_and_one_column():
+    x = torch.rand(3, 101, 1, generator=torch.Generator().manual_seed(2))
+    order = spatial_order(x, 10)
+    for row in range(3):
+        assert torch.equal(x[row, order[row], 0], x[row, :, 0].sort().values)  # 1-D: a plain sort
+    order = spatial_order(torch.rand(2, 7, 3), 100)  # one tile
+    assert all(torch.equal(o.sort().values, torch.arange(7)) for o in order)
+
+
+def test_sum_bias__only_broadcast_views_are_summed_once():
+    """When every part is a broadcast row (shared query time), the copy that holds the sum counts each part once."""
+    score = SumBias([RBFBias(2, 3, (2,)), RBFBias(2, 2, (2,), lengthscales=(1.0, 4.0))]).double()
+    xq = torch.cat([torch.rand(1, 6, 2), torch.full((1, 6, 1), 3.0)], -1).double()
+    xk = torch.randn(1, 5, 3).double()
+    torch.testing.assert_close(score.fast_bias(xq, xk), score.bias(xq, xk).detach())
+
+
+def test_tiled_attention__one_tile_reuses_its_bias_in_backward(monkeypatch):
+    """A problem of one tile evaluates the RBF terms once for the logits (forward), not again in backward."""
+    h = 2
+    score = SCORES["rbf-space-time"](h).double()
+    q, k, v, xq, xk = _inputs(2, h, 12, 9, 4, torch.float64, False)
+    key_mask = torch.rand(2, 9) > 0.3
+    key_mask[:, 0] = True
+    calls = []
+    fast_bias = RBFBias.fast_bias
+    monkeypatch.setattr(RBFBias, "fast_bias", lambda self, a, c: calls.append(1) or fast_bias(self, a, c))
+    out = tiled_attention(q, k, v, score, xq, xk, key_mask)
+    params = [q, k, v, *score.parameters()]
+    grads = _grads(out, params, 3)
+    assert len(calls) == 2  # one per bias part, in the forward pass only
+    ref = dense_attention(q, k, v, score, xq, xk, key_mask)
+    for g, g_ref in zip(grads, _grads(ref, params, 3)):
+        torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-11)

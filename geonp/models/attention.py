@@ -15,6 +15,7 @@ coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -23,7 +24,9 @@ from torch import Tensor, nn
 
 from ..errors import UnknownOptionError
 
-__all__ = ["ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "BACKENDS"]
+__all__ = [
+    "ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "spatial_order", "BACKENDS"
+]
 
 BACKENDS = ("auto", "tiled", "dense", "flex")
 #: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
@@ -50,8 +53,16 @@ class ScoreMod(nn.Module):
         """Bias ``[b, h or 1, nq, nk]`` from coordinates ``[b, nq, c]``, ``[b, nk, c]``."""
         raise NotImplementedError
 
-    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        """Same values as :meth:`bias`, without autograd, as a new tensor the caller may modify."""
+    #: coordinate columns whose spread bounds the bias (set by biases that prune far tiles, see
+    #: :meth:`fast_bias`); attention then sorts points along them so that tiles are compact
+    order_columns: tuple[int, ...] = ()
+
+    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        """Same values as :meth:`bias`, without autograd, as a new tensor the caller may modify.
+
+        ``None`` means the bias is zero on the whole tile to float precision (every term is below the
+        dtype's resolution): the caller adds nothing.
+        """
         return self.bias(xq, xk)
 
     def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
@@ -151,11 +162,15 @@ def tiled_attention(
     q_tile: int | None = None,
     k_tile: int | None = None,
     return_lse: bool = False,
+    reorder: bool = True,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Exact attention computed tile by tile (see module docstring).
 
     With ``return_lse=True`` also returns the row log-sum-exp of the logits,
-    ``[b, h, nq]`` (no gradient flows through it).
+    ``[b, h, nq]`` (no gradient flows through it).  ``reorder`` lets inference over
+    several tiles sort the points along the bias' coordinates (:func:`spatial_order`)
+    so that tiles are compact and far tile pairs skip their bias terms; the result does
+    not depend on it, only the speed.
     """
     b, h, nq, d = q.shape
     nk = k.shape[2]
@@ -166,8 +181,88 @@ def tiled_attention(
     if v.shape[-1] > d:  # wider values (position moments): zero columns keep QKᵀ and the fused CPU kernel
         q, k = F.pad(q, (0, v.shape[-1] - d)), F.pad(k, (0, v.shape[-1] - d))
     params: Sequence[Tensor] = [p for p in score.parameters() if p.requires_grad] if score is not None else []
-    out, lse = _TiledAttention.apply(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, len(params), *params)
+    needs_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (q, k, v, xq, xk, *params)
+    )
+    cols = score.order_columns if score is not None and score.additive else ()
+    if reorder and cols and not needs_grad and (nq > q_tile or nk > k_tile):
+        # inference over several tiles: sort points along the bias' coordinates so that each tile is compact
+        # and far tiles prune their bias (ScoreMod.fast_bias); the result does not depend on the order
+        with torch.no_grad():
+            out, lse = _sorted_forward(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, cols)
+    else:
+        out, lse = _TiledAttention.apply(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, len(params), *params)
     return (out, lse) if return_lse else out
+
+
+def spatial_order(x: Tensor, tile: int) -> Tensor:
+    """Per-row permutation ``[b, n]`` that packs points ``x [b, n, c]`` into compact tiles of ``tile`` points.
+
+    Sort-Tile-Recursive packing (the R-tree bulk load of Leutenegger et al., 1997): sort along the first
+    column and cut into slabs, sort each slab along the next column and cut again, and so on, with slab
+    sizes that are multiples of ``tile``. Each run of ``tile`` consecutive sorted points then lies in one
+    cell of a ``c``-dimensional partition, so its bounding box is small.
+    """
+    b, n, c = x.shape
+    tiles = max(1, math.ceil(n / tile))
+    slabs = math.ceil(tiles ** (1.0 / c))
+    order = torch.arange(n, device=x.device).expand(b, n)
+    group = torch.zeros(b, n, dtype=torch.long, device=x.device)
+    position = torch.arange(n, device=x.device).expand(b, n)
+    for level in range(c):
+        coord = x[..., level].gather(1, order)
+        by_coord = torch.argsort(coord, dim=1, stable=True)
+        by_group = torch.argsort(group.gather(1, by_coord), dim=1, stable=True)  # groups are already sorted
+        order = order.gather(1, by_coord.gather(1, by_group))
+        group = position // (tile * slabs ** (c - 1 - level))
+    return order
+
+
+def _take(t: Tensor | None, order: Tensor, dim: int) -> Tensor | None:
+    """``t`` with its ``dim`` axis (the point axis) permuted per batch row by ``order [b, n]``."""
+    if t is None:
+        return None
+    shape = [1] * t.dim()
+    shape[0], shape[dim] = order.shape
+    return t.gather(dim, order.view(shape).expand(*t.shape[:dim], order.shape[1], *t.shape[dim + 1:]))
+
+
+def _sorted_forward(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, cols) -> tuple[Tensor, Tensor]:
+    """Forward pass (no autograd) with queries and keys sorted along ``cols``, results in the callers' order."""
+    ko = spatial_order(xk[..., list(cols)], k_tile)
+    k, v, xk, key_mask = _take(k, ko, 2), _take(v, ko, 2), _take(xk, ko, 1), _take(key_mask, ko, 1)
+    qo = spatial_order(xq[..., list(cols)], q_tile)
+    b, h, nq, _ = q.shape
+    out = q.new_empty(b, h, nq, v.shape[-1])
+    lse = q.new_empty(b, h, nq)
+    for qs in range(0, nq, q_tile):
+        idx = qo[:, qs : min(nq, qs + q_tile)]
+        o_t, l_t = _query_tile(_take(q, idx, 2), k, v, score, _take(xq, idx, 1), xk, key_mask, k_tile, scale)
+        out.scatter_(2, idx[:, None, :, None].expand(b, h, idx.shape[1], out.shape[-1]), o_t)
+        lse.scatter_(2, idx[:, None, :].expand(b, h, idx.shape[1]), l_t)
+    return out, lse
+
+
+def _query_tile(q_t, k, v, score, xq_t, xk, key_mask, k_tile, scale, keep=None) -> tuple[Tensor, Tensor]:
+    """Output and log-sum-exp of one query tile over every key tile (online softmax, eq. 8).
+
+    ``keep`` (a list) receives each key tile's float mask on the CPU fast path (see :func:`_tile_forward`).
+    """
+    nk = k.shape[2]
+    acc, acc_lse = None, None
+    for ks in range(0, nk, k_tile):
+        ke = min(nk, ks + k_tile)
+        o_j, l_j = _tile_forward(
+            q_t, k[:, :, ks:ke], v[:, :, ks:ke], score, xq_t, None if xk is None else xk[:, ks:ke],
+            None if key_mask is None else key_mask[:, ks:ke], scale, keep,
+        )
+        if acc is None:
+            acc, acc_lse = o_j, l_j
+            continue
+        new_lse = torch.logaddexp(acc_lse, l_j)  # eq. 8: m, ℓ and the rescaling k^(j) in one step
+        acc = acc * (acc_lse - new_lse).exp_()[..., None] + o_j * (l_j - new_lse).exp_()[..., None]
+        acc_lse = new_lse
+    return acc, acc_lse
 
 
 def _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale) -> Tensor:
@@ -175,7 +270,9 @@ def _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale) -> Tensor:
     if score is not None and score.additive:
         bias = score.fast_bias(xq_t, xk_t)
         shape = (q_t.shape[0], q_t.shape[1], q_t.shape[2], k_t.shape[2])
-        logits = torch.matmul(q_t, k_t.transpose(-1, -2)).mul_(scale).add_(bias.expand(shape))
+        logits = torch.matmul(q_t, k_t.transpose(-1, -2)).mul_(scale)
+        if bias is not None:
+            logits.add_(bias.expand(shape))
     else:
         logits = torch.matmul(q_t, k_t.transpose(-1, -2)).mul_(scale)
         if score is not None:
@@ -197,8 +294,11 @@ def _additive_mask(score, xq_t, xk_t, km_t, dtype) -> Tensor | None:
     return mask
 
 
-def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale) -> tuple[Tensor, Tensor]:
-    """Output and log-sum-exp of one (query tile, key tile) pair."""
+def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale, keep=None) -> tuple[Tensor, Tensor]:
+    """Output and log-sum-exp of one (query tile, key tile) pair.
+
+    On the CPU fast path the float mask (bias plus padding, or ``None``) is appended to ``keep`` when given.
+    """
     if (
         (score is None or score.additive)
         and q_t.device.type == "cpu"
@@ -208,6 +308,8 @@ def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale) -> tuple[Tensor
         mask = _additive_mask(score, xq_t, xk_t, km_t, q_t.dtype)
         if mask is not None:
             mask = mask.expand(q_t.shape[0], q_t.shape[1], q_t.shape[2], k_t.shape[2])
+        if keep is not None:
+            keep.append(mask)
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q_t, k_t, v_t, 0.0, False, attn_mask=mask, scale=scale
         )
@@ -221,28 +323,19 @@ class _TiledAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, n_params, *params):
         b, h, nq, d = q.shape
-        nk = k.shape[2]
         out = q.new_empty(b, h, nq, v.shape[-1])
         lse = q.new_empty(b, h, nq)
+        # a problem of one tile keeps its bias for the backward pass (no second evaluation of the RBF terms);
+        # memory stays one tile, as the backward's own recomputation would use
+        keep = [] if nq <= q_tile and k.shape[2] <= k_tile and score is not None and score.additive else None
         with torch.no_grad():
             for qs in range(0, nq, q_tile):
                 qe = min(nq, qs + q_tile)
-                acc, acc_lse = None, None
-                for ks in range(0, nk, k_tile):
-                    ke = min(nk, ks + k_tile)
-                    o_j, l_j = _tile_forward(
-                        q[:, :, qs:qe], k[:, :, ks:ke], v[:, :, ks:ke], score,
-                        None if xq is None else xq[:, qs:qe], None if xk is None else xk[:, ks:ke],
-                        None if key_mask is None else key_mask[:, ks:ke], scale,
-                    )
-                    if acc is None:
-                        acc, acc_lse = o_j, l_j
-                        continue
-                    new_lse = torch.logaddexp(acc_lse, l_j)  # eq. 8: m, ℓ and the rescaling k^(j) in one step
-                    acc = acc * (acc_lse - new_lse).exp_()[..., None] + o_j * (l_j - new_lse).exp_()[..., None]
-                    acc_lse = new_lse
-                out[:, :, qs:qe] = acc
-                lse[:, :, qs:qe] = acc_lse
+                out[:, :, qs:qe], lse[:, :, qs:qe] = _query_tile(
+                    q[:, :, qs:qe], k, v, score, None if xq is None else xq[:, qs:qe], xk, key_mask, k_tile, scale,
+                    keep,
+                )
+        ctx.bias_tile = keep[0] if keep else None
         ctx.save_for_backward(q, k, v, xq, xk, key_mask, out, lse)
         ctx.score, ctx.tiles, ctx.scale, ctx.n_params = score, (q_tile, k_tile), scale, n_params
         ctx.mark_non_differentiable(lse)
@@ -284,7 +377,14 @@ class _TiledAttention(torch.autograd.Function):
                         graph_out = logits = score(raw, xq_t, xk_t)
                     elif score is not None:
                         with torch.set_grad_enabled(analytic is None):
-                            graph_out = score.fast_bias(xq_t, xk_t) if analytic is not None else score.bias(xq_t, xk_t)
+                            if analytic is None:
+                                graph_out = score.bias(xq_t, xk_t)
+                            elif ctx.bias_tile is not None:  # the forward's mask of this (only) tile
+                                graph_out = ctx.bias_tile
+                            else:
+                                graph_out = score.fast_bias(xq_t, xk_t)
+                        if graph_out is None:  # zero on this tile (far apart); gradients still come from bias_grad
+                            graph_out = raw.new_zeros(())
                         logits = raw + graph_out.detach()
                     else:
                         graph_out, logits = None, raw

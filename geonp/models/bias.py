@@ -120,28 +120,65 @@ class RBFBias(ScoreMod):
         basis = torch.exp(torch.clamp(-rate * d2, min=MIN_EXPONENT))  # [b, h, nq, nk, F]
         return (basis * self.weight[None, :, None, None, :]).sum(-1)  # [b, h, nq, nk]
 
-    @torch.no_grad()
-    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        row = self._shared_query_bias(xq, xk)
-        return row if row is not None else self._rbf_sum(self.sqdist(xq, xk))
+    @property
+    def order_columns(self) -> tuple[int, ...]:
+        """Columns whose bounding boxes bound the Euclidean distance (none for the geodesic metric)."""
+        return self.columns if self.metric == "euclidean" else ()
 
-    def _rbf_sum(self, d2: Tensor) -> Tensor:
-        """``Σ_f a_hf exp(-b_hf d²)`` for ``d2`` ``[b, nq, nk]`` → ``[b, h, nq, nk]``, in place (4 passes per basis)."""
+    @torch.no_grad()
+    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        active = self.active_bases(xq, xk)
+        if not any(any(row) for row in active):
+            return None
+        row = self._shared_query_bias(xq, xk, active)
+        return row if row is not None else self._rbf_sum(self.sqdist(xq, xk), active)
+
+    @torch.no_grad()
+    def active_bases(self, xq: Tensor, xk: Tensor) -> list[list[bool]]:
+        """Which ``(head, basis)`` terms can exceed the dtype's resolution anywhere on this tile.
+
+        A term ``a exp(-b d²)`` is below ``eps / 10`` for every pair when ``b d²_min > ln(10 |a| / eps)``,
+        with ``d²_min`` the squared distance between the bounding boxes of ``xq`` and ``xk``. Skipping such
+        terms changes the logits by less than float rounding; terms with ``a = 0`` are always skipped.
+        """
+        weight = self.weight.detach().abs()
+        if self.metric != "euclidean" or xq.shape[1] == 0 or xk.shape[1] == 0:
+            return (weight > 0).tolist()
+        cols = list(self.columns)
+        pq, pk = xq[..., cols], xk[..., cols]
+        gap = torch.maximum(pk.amin(1) - pq.amax(1), pq.amin(1) - pk.amax(1)).clamp_min(0)  # [b, c]
+        d2_min = float(gap.square().sum(-1).min())
+        if d2_min == 0.0:
+            return (weight > 0).tolist()
+        tol = torch.finfo(xq.dtype).eps / 10
+        return (self.rate().detach() * d2_min < torch.log(weight / tol)).tolist()  # log 0 = -inf: skipped
+
+    def _rbf_sum(self, d2: Tensor, active: list[list[bool]] | None = None) -> Tensor:
+        """``Σ_f a_hf exp(-b_hf d²)`` for ``d2`` ``[b, nq, nk]`` → ``[b, h, nq, nk]``, in place (4 passes per basis).
+
+        ``active[h][f]`` false skips a term (see :meth:`active_bases`).
+        """
         b, nq, nk = d2.shape
         out = d2.new_empty(b, self.num_heads, nq, nk)
         tmp = torch.empty_like(d2)
         rate, weight = self.rate().tolist(), self.weight.tolist()
         for h in range(self.num_heads):
             o = out[:, h]
+            first = True
             for f in range(self.num_bases):
+                if active is not None and not active[h][f]:
+                    continue
                 torch.mul(d2, -rate[h][f], out=tmp).clamp_(min=MIN_EXPONENT).exp_()
-                if f == 0:
+                if first:
                     torch.mul(tmp, weight[h][f], out=o)
+                    first = False
                 else:
                     o.add_(tmp, alpha=weight[h][f])
+            if first:
+                o.zero_()
         return out
 
-    def _shared_query_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+    def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]] | None = None) -> Tensor | None:
         """The bias as a broadcast view when every query shares one value of a 1-D coordinate.
 
         That is the target stream of an infill task (all targets in one frame): the bias then
@@ -154,7 +191,7 @@ class RBFBias(ScoreMod):
         cq = xq[..., self.columns[0]]
         if not bool((cq == cq[:, :1]).all()):
             return None
-        row = self._rbf_sum(self.sqdist(xq[:, :1], xk))  # [b, h, 1, nk]
+        row = self._rbf_sum(self.sqdist(xq[:, :1], xk), active)  # [b, h, 1, nk]
         return row.expand(row.shape[0], self.num_heads, xq.shape[1], row.shape[-1])
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
@@ -214,13 +251,22 @@ class SumBias(ScoreMod):
             out = out + part.bias(xq, xk)
         return out
 
+    @property
+    def order_columns(self) -> tuple[int, ...]:
+        """The first part's columns (space, in BSA-TNP) when every part prunes far tiles, else none."""
+        cols = [part.order_columns for part in self.parts]
+        return cols[0] if all(cols) else ()
+
     @torch.no_grad()
-    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        parts = [part.fast_bias(xq, xk) for part in self.parts]
-        dense = [p for p in parts if p.is_contiguous()]  # broadcast views (see RBFBias) are added, never written
-        out = dense[0] if dense else parts[0].contiguous()
-        for p in parts:
-            if p is not out:
+    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        parts = [p for p in (part.fast_bias(xq, xk) for part in self.parts) if p is not None]
+        if not parts:
+            return None
+        # broadcast views (see RBFBias) are added, never written: the sum goes into a dense part, or a copy
+        first = next((i for i, p in enumerate(parts) if p.is_contiguous()), None)
+        out = parts[first] if first is not None else parts[0].contiguous()
+        for i, p in enumerate(parts):
+            if i != (first if first is not None else 0):
                 out.add_(p)
         return out
 
