@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from geonp.calibration import gap_distances, gap_scales, match_weights, std_fit
+from geonp.calibration import coverage_factor, gap_distances, gap_scales, match_weights, std_fit
 from geonp.data import Task, gap_to_context, nearest_distance
 from geonp.data.tasks import make_task
 from geonp.errors import ConfigError
@@ -188,3 +188,16 @@ def test_infill_std_adds_the_nugget_and_keeps_missing():
     assert Normaliser.from_dict(d).infill_std_extra == 0.3
     del d["infill_std_extra"], d["infill_std_base"]
     assert Normaliser.from_dict(d).infill_std(std) is std
+
+
+def test_coverage_factor_widens_heavy_tails_to_the_nominal_coverage():
+    rng = np.random.default_rng(0)
+    laplace = rng.laplace(size=200_000)
+    z = laplace / laplace.std()  # unit variance: what a maximum-likelihood Gaussian std gives
+    assert np.mean(np.abs(z) < 1.96) < 0.94
+    c = coverage_factor(z)
+    assert c > 1.03
+    assert np.mean(np.abs(z) < 1.96 * c) == pytest.approx(0.95, abs=1e-3)
+    assert coverage_factor(rng.standard_normal(200_000)) == pytest.approx(1.0, abs=0.01)
+    assert coverage_factor(0.5 * rng.standard_normal(1000)) == 1.0  # never narrows
+    assert coverage_factor(np.array([np.nan])) == 1.0
