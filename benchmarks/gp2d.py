@@ -96,8 +96,9 @@ def oracle(n_tasks: int, dense_tasks: int) -> dict:
     return out
 
 
-def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_targets: int, seed: int) -> dict:
-    """Train one model under ``budget`` CPU-seconds and score it on every variant."""
+def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_targets: int, seed: int,
+              tag: str = "") -> dict:
+    """Train one model under ``budget`` CPU-seconds and score it on every variant (``tag``: result file suffix)."""
     torch.manual_seed(seed)
     base, overrides = VARIANT_MODELS.get(name, (name, {}))
     model = build_model(base, preset="small", space_dims=2, **overrides)
@@ -109,7 +110,7 @@ def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_ta
     result = train(model, data, config, val_data=GP2D(noisy_targets=False))
     out_dir = RESULTS.parent / "out"
     out_dir.mkdir(exist_ok=True)
-    save_model(result.model, out_dir / f"gp2d-{name}.geonp", metadata={"benchmark": "gp2d", "budget_cpu_s": budget})
+    save_model(result.model, out_dir / f"gp2d-{name}{tag}.geonp", metadata={"benchmark": "gp2d", "budget_cpu_s": budget})
     model = result.model.eval()
     scores, timing = {}, {}
     for variant in VARIANTS:
@@ -158,7 +159,8 @@ def main() -> None:
     parser.add_argument("--aggregate", action="store_true", help="only combine existing per-model results")
     parser.add_argument("--oracle-only", action="store_true", help="only compute (and cache) the oracle scores")
     parser.add_argument("--rescore", help="re-evaluate one variant with the saved checkpoints (benchmarks/out)")
-    parser.add_argument("--run-model", help=argparse.SUPPRESS)
+    parser.add_argument("--run-model", help="train and score this one model only (results in gp2d-<model><tag>.json)")
+    parser.add_argument("--tag", default="", help="suffix of --run-model's result file (e.g. a longer budget)")
     args = parser.parse_args()
     if args.rescore:
         rescore(args.rescore, args.models, args.tasks, args.dense_tasks)
@@ -169,8 +171,9 @@ def main() -> None:
         return
     if args.run_model:
         torch.set_num_threads(1)
-        res = run_model(args.run_model, args.budget, args.tasks, args.dense_tasks, args.train_targets, args.seed)
-        save_json(f"gp2d-{args.run_model}", res)
+        res = run_model(args.run_model, args.budget, args.tasks, args.dense_tasks, args.train_targets, args.seed,
+                        args.tag)
+        save_json(f"gp2d-{args.run_model}{args.tag}", res)
         return
     info = machine()
     procs, results = [], {}
