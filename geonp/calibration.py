@@ -61,6 +61,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0)),
                 "gap_distance": centres, "gap_std_scale": scales, "infill_std_base": base, "infill_std_extra": extra}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
+    task_of = np.concatenate([np.full(t.num_targets, i) for i, t in enumerate(tasks)])
     persistence = np.concatenate([t.persistence for t in tasks])
     trend = np.concatenate([t.trend for t in tasks])
     weights, trend_weights = mean_weights(y, mean, persistence, leads, config.max_lead, trend)
@@ -76,7 +77,8 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
             fits.append((out["std_scale"], 0.0))
             continue
         a, b = std_fit(y[sel] - mean[sel], std[sel])
-        c = coverage_factor((y[sel] - mean[sel]) / np.sqrt((a * std[sel]) ** 2 + b**2 + 1e-300))
+        c = coverage_factor((y[sel] - mean[sel]) / np.sqrt((a * std[sel]) ** 2 + b**2 + 1e-300),
+                            groups=len(np.unique(task_of[sel])))
         fits.append((a * c, b * c))
     out["lead_std_scale"] = tuple(a for a, _ in fits)
     out["lead_std_extra"] = tuple(b for _, b in fits)
@@ -85,18 +87,24 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     return out
 
 
-def coverage_factor(z: np.ndarray, level: float = 0.95) -> float:
+def coverage_factor(z: np.ndarray, level: float = 0.95, groups: int | None = None) -> float:
     """Factor (at least 1) on a Gaussian std so that its central ``level`` interval holds that share of ``z``.
 
     ``z`` are errors divided by the std. A maximum-likelihood std matches the errors' variance, which
     covers fewer than ``level`` of them when their tails are heavier than a Gaussian's, or when the
     std is small where the errors are large; this widens it to the empirical quantile (a split-conformal
     correction). It never narrows: intervals that already cover enough are left as they are.
+
+    ``groups`` is the number of independent units behind ``z`` (calibration tasks: the errors of one
+    forecast are correlated in space). The quantile is then taken at split conformal's finite-sample
+    level ``ceil((n + 1) level) / n`` with ``n = groups`` (capped at 1), which guarantees ``level`` for
+    a new unit exchangeable with these.
     """
     z = np.abs(z[np.isfinite(z)])
     if len(z) == 0:
         return 1.0
-    return max(1.0, float(np.quantile(z, level)) / NormalDist().inv_cdf(0.5 + level / 2))
+    q = level if not groups else min(1.0, np.ceil((groups + 1) * level) / groups)
+    return max(1.0, float(np.quantile(z, q)) / NormalDist().inv_cdf(0.5 + level / 2))
 
 
 def gap_distances(values: np.ndarray, xy: np.ndarray, rng: np.random.Generator, frames: int = 16,

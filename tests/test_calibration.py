@@ -201,3 +201,7 @@ def test_coverage_factor_widens_heavy_tails_to_the_nominal_coverage():
     assert coverage_factor(rng.standard_normal(200_000)) == pytest.approx(1.0, abs=0.01)
     assert coverage_factor(0.5 * rng.standard_normal(1000)) == 1.0  # never narrows
     assert coverage_factor(np.array([np.nan])) == 1.0
+    # split conformal's finite-sample level: 19 groups -> ceil(20 * 0.95) / 19 = 1, the largest |z|
+    z = np.linspace(-3.0, 3.0, 1001)
+    assert coverage_factor(z, groups=19) == pytest.approx(3.0 / 1.959964, rel=1e-5)
+    assert coverage_factor(z, groups=99) > coverage_factor(z) > 1.0  # 0.96 quantile beyond the 0.95 one
