@@ -140,6 +140,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--no-flex", action="store_true", help="skip flex_attention")
+    parser.add_argument("--sizes", nargs="+", metavar="NQxNK",
+                        help="only these sizes, forward only (e.g. 65536x8192); results in attention-sizes.json and "
+                             "the attention-sizes section of docs/benchmarks.md")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -148,6 +151,18 @@ def main() -> None:
     info = machine()
     matmul_before = matmul_gflops()
     rows = []
+    if args.sizes:
+        for nq, nk in (tuple(int(n) for n in size.lower().split("x")) for size in args.sizes):
+            for impl in ("tiled", "tiled-unsorted"):
+                rows.append(_spawn(impl, nq, nk, "fwd", timeout=3600))
+                print(json.dumps(rows[-1]), file=sys.stderr)
+        matmul_after = matmul_gflops()
+        for r in rows:
+            if "gflops" in r:
+                r["fraction_of_matmul"] = r["gflops"] / max(matmul_before, matmul_after)
+        save_json("attention-sizes", {"machine": info, "matmul_gflops": [matmul_before, matmul_after], "rows": rows})
+        update_doc_section("attention-sizes", _markdown(info, matmul_before, matmul_after, rows))
+        return
     for nq, nk in QUICK if args.quick else SIZES:
         dense_fits = 3 * 4 * HEADS * nq * nk < DENSE_MAX_BYTES
         flex = not args.no_flex and nq * nk <= FLEX_MAX
