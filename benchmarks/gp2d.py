@@ -110,7 +110,8 @@ def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_ta
     result = train(model, data, config, val_data=GP2D(noisy_targets=False))
     out_dir = RESULTS.parent / "out"
     out_dir.mkdir(exist_ok=True)
-    save_model(result.model, out_dir / f"gp2d-{name}{tag}.geonp", metadata={"benchmark": "gp2d", "budget_cpu_s": budget})
+    save_model(result.model, out_dir / f"gp2d-{name}{tag}.geonp",
+               metadata={"benchmark": "gp2d", "budget_cpu_s": budget})
     model = result.model.eval()
     scores, timing = {}, {}
     for variant in VARIANTS:
