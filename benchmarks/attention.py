@@ -161,7 +161,8 @@ def main() -> None:
             if "gflops" in r:
                 r["fraction_of_matmul"] = r["gflops"] / max(matmul_before, matmul_after)
         save_json("attention-sizes", {"machine": info, "matmul_gflops": [matmul_before, matmul_after], "rows": rows})
-        update_doc_section("attention-sizes", _markdown(info, matmul_before, matmul_after, rows))
+        command = "python benchmarks/attention.py --sizes " + " ".join(args.sizes)
+        update_doc_section("attention-sizes", _markdown(info, matmul_before, matmul_after, rows, command))
         return
     for nq, nk in QUICK if args.quick else SIZES:
         dense_fits = 3 * 4 * HEADS * nq * nk < DENSE_MAX_BYTES
@@ -184,10 +185,10 @@ def main() -> None:
     update_doc_section("attention", _markdown(info, matmul_before, matmul_after, rows))
 
 
-def _markdown(info, mm0, mm1, rows) -> str:
+def _markdown(info, mm0, mm1, rows, command="python benchmarks/attention.py") -> str:
     lines = [
         f"Run {info['date']} on {info['cpu']} ({info['cores']} cores, {info['torch_threads']} torch threads, "
-        f"{info['device']}), torch {info['torch']}. Regenerate: `python benchmarks/attention.py`.",
+        f"{info['device']}), torch {info['torch']}. Regenerate: `{command}`.",
         f"Matmul reference (4096³ float32) in the same run: {mm0:.0f} GFLOP/s before, {mm1:.0f} after; "
         "fractions use the larger. b=1, 4 heads × 32, RBF space bias (5 bases/head).",
         "",

@@ -77,8 +77,9 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
             fits.append((out["std_scale"], 0.0))
             continue
         a, b = std_fit(y[sel] - mean[sel], std[sel])
-        c = coverage_factor((y[sel] - mean[sel]) / np.sqrt((a * std[sel]) ** 2 + b**2 + 1e-300),
-                            groups=len(np.unique(task_of[sel])))
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero std gives non-finite z, which are dropped
+            z = (y[sel] - mean[sel]) / np.sqrt((a * std[sel]) ** 2 + b**2)
+        c = coverage_factor(z, groups=len(np.unique(task_of[sel])))
         fits.append((a * c, b * c))
     out["lead_std_scale"] = tuple(a for a, _ in fits)
     out["lead_std_extra"] = tuple(b for _, b in fits)

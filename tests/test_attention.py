@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from geonp.errors import UnknownOptionError
-from geonp.models.attention import attention, default_tiles, dense_attention, spatial_order, tiled_attention
+from geonp.models.attention import attention, default_tiles, dense_attention, tiled_attention
 from geonp.models.bias import RBFBias, SumBias, TEScore, great_circle_sqdist, pairwise_sqdist
+from geonp.models.packing import spatial_order
 
 SCORES = {
     "none": lambda h: None,

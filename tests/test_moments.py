@@ -153,6 +153,10 @@ def test_with_position_moments__same_predictions_then_trainable():
         with_position_moments(new, 4)
     with pytest.raises(ConfigError, match="position moments need a KRBlock model"):
         with_position_moments(build_model("te-pt-tnp", space_dims=2, time_dims=1))
+    odd = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    odd.register_buffer("extra", torch.zeros(1))  # weights that are not the architecture's
+    with pytest.raises(ConfigError, match="weights do not match the architecture.*unexpected \\['extra'\\]"):
+        with_position_moments(odd, 2)
 
 
 def test_bsa_tnp_moments__checkpoint_round_trip(tmp_path):

@@ -15,7 +15,6 @@ coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -23,10 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import UnknownOptionError
+from .packing import spatial_order, take_points
 
-__all__ = [
-    "ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "spatial_order", "BACKENDS"
-]
+__all__ = ["ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "BACKENDS"]
 
 BACKENDS = ("auto", "tiled", "dense", "flex")
 #: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
@@ -168,7 +166,7 @@ def tiled_attention(
 
     With ``return_lse=True`` also returns the row log-sum-exp of the logits,
     ``[b, h, nq]`` (no gradient flows through it).  ``reorder`` lets inference over
-    several tiles sort the points along the bias' coordinates (:func:`spatial_order`)
+    several tiles sort the points along the bias' coordinates (:func:`~geonp.models.packing.spatial_order`)
     so that tiles are compact and far tile pairs skip their bias terms; the result does
     not depend on it, only the speed.
     """
@@ -195,49 +193,19 @@ def tiled_attention(
     return (out, lse) if return_lse else out
 
 
-def spatial_order(x: Tensor, tile: int) -> Tensor:
-    """Per-row permutation ``[b, n]`` that packs points ``x [b, n, c]`` into compact tiles of ``tile`` points.
-
-    Sort-Tile-Recursive packing (the R-tree bulk load of Leutenegger et al., 1997): sort along the first
-    column and cut into slabs, sort each slab along the next column and cut again, and so on, with slab
-    sizes that are multiples of ``tile``. Each run of ``tile`` consecutive sorted points then lies in one
-    cell of a ``c``-dimensional partition, so its bounding box is small.
-    """
-    b, n, c = x.shape
-    tiles = max(1, math.ceil(n / tile))
-    slabs = math.ceil(tiles ** (1.0 / c))
-    order = torch.arange(n, device=x.device).expand(b, n)
-    group = torch.zeros(b, n, dtype=torch.long, device=x.device)
-    position = torch.arange(n, device=x.device).expand(b, n)
-    for level in range(c):
-        coord = x[..., level].gather(1, order)
-        by_coord = torch.argsort(coord, dim=1, stable=True)
-        by_group = torch.argsort(group.gather(1, by_coord), dim=1, stable=True)  # groups are already sorted
-        order = order.gather(1, by_coord.gather(1, by_group))
-        group = position // (tile * slabs ** (c - 1 - level))
-    return order
-
-
-def _take(t: Tensor | None, order: Tensor, dim: int) -> Tensor | None:
-    """``t`` with its ``dim`` axis (the point axis) permuted per batch row by ``order [b, n]``."""
-    if t is None:
-        return None
-    shape = [1] * t.dim()
-    shape[0], shape[dim] = order.shape
-    return t.gather(dim, order.view(shape).expand(*t.shape[:dim], order.shape[1], *t.shape[dim + 1:]))
-
-
 def _sorted_forward(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, cols) -> tuple[Tensor, Tensor]:
     """Forward pass (no autograd) with queries and keys sorted along ``cols``, results in the callers' order."""
     ko = spatial_order(xk[..., list(cols)], k_tile)
-    k, v, xk, key_mask = _take(k, ko, 2), _take(v, ko, 2), _take(xk, ko, 1), _take(key_mask, ko, 1)
+    k, v = take_points(k, ko, 2), take_points(v, ko, 2)
+    xk, key_mask = take_points(xk, ko, 1), take_points(key_mask, ko, 1)
     qo = spatial_order(xq[..., list(cols)], q_tile)
     b, h, nq, _ = q.shape
     out = q.new_empty(b, h, nq, v.shape[-1])
     lse = q.new_empty(b, h, nq)
     for qs in range(0, nq, q_tile):
         idx = qo[:, qs : min(nq, qs + q_tile)]
-        o_t, l_t = _query_tile(_take(q, idx, 2), k, v, score, _take(xq, idx, 1), xk, key_mask, k_tile, scale)
+        q_t, xq_t = take_points(q, idx, 2), take_points(xq, idx, 1)
+        o_t, l_t = _query_tile(q_t, k, v, score, xq_t, xk, key_mask, k_tile, scale)
         out.scatter_(2, idx[:, None, :, None].expand(b, h, idx.shape[1], out.shape[-1]), o_t)
         lse.scatter_(2, idx[:, None, :].expand(b, h, idx.shape[1]), l_t)
     return out, lse

@@ -153,7 +153,7 @@ class RBFBias(ScoreMod):
         tol = torch.finfo(xq.dtype).eps / 10
         return (self.rate().detach() * d2_min < torch.log(weight / tol)).tolist()  # log 0 = -inf: skipped
 
-    def _rbf_sum(self, d2: Tensor, active: list[list[bool]] | None = None) -> Tensor:
+    def _rbf_sum(self, d2: Tensor, active: list[list[bool]]) -> Tensor:
         """``Σ_f a_hf exp(-b_hf d²)`` for ``d2`` ``[b, nq, nk]`` → ``[b, h, nq, nk]``, in place (4 passes per basis).
 
         ``active[h][f]`` false skips a term (see :meth:`active_bases`).
@@ -166,7 +166,7 @@ class RBFBias(ScoreMod):
             o = out[:, h]
             first = True
             for f in range(self.num_bases):
-                if active is not None and not active[h][f]:
+                if not active[h][f]:
                     continue
                 torch.mul(d2, -rate[h][f], out=tmp).clamp_(min=MIN_EXPONENT).exp_()
                 if first:
@@ -178,7 +178,7 @@ class RBFBias(ScoreMod):
                 o.zero_()
         return out
 
-    def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]] | None = None) -> Tensor | None:
+    def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
         """The bias as a broadcast view when every query shares one value of a 1-D coordinate.
 
         That is the target stream of an infill task (all targets in one frame): the bias then

@@ -239,5 +239,10 @@ def with_position_moments(model: BSATNP, channels: int = 4) -> BSATNP:
     ref = next(model.parameters())
     new = type(model)(replace(model.config, position_moments=channels)).to(device=ref.device, dtype=ref.dtype)
     missing, unexpected = new.load_state_dict(model.state_dict(), strict=False)
-    assert not unexpected and all(".moments." in k for k in missing), (missing, unexpected)
+    if unexpected or not all(".moments." in k for k in missing):
+        raise ConfigError(
+            f"cannot add position moments to this {type(model).__name__}: its weights do not match the "
+            f"architecture (unexpected {unexpected[:3]}, missing {[k for k in missing if '.moments.' not in k][:3]}); "
+            "pass a model built by geonp.models.build_model or loaded with load_model."
+        )
     return new.train(model.training)
