@@ -9,7 +9,7 @@ At one query-key tile (``nq × nk``, 4 heads × 32 dims, 5 RBF bases per head, a
 
 * **products**: ``scaled_dot_product_attention`` with no bias (QKᵀ, softmax, AV): what the
   throughput target counts;
-* **bias, eager**: :meth:`RBFBias._rbf_sum`, the per-tile bias geonp computes today;
+* **bias, eager**: :meth:`RBFBias._rbf_sum`, the per-tile bias geonp computes today (distances included);
 * **bias, fused**: the same formula through ``torch.compile`` (one pass over the tile);
 * **bias, fused, dynamic shapes**: the same with ``torch.compile(dynamic=True)``, which would avoid
   one compilation per tile shape;
@@ -63,17 +63,17 @@ def main() -> None:
     shared_fused = torch.compile(_shared, dynamic=False)
     rate_shared = rate[0]
     with torch.no_grad():
-        err = float((fused(d2, rate, weight) - bias._rbf_sum(d2, every)).abs().max())
+        err = float((fused(d2, rate, weight) - bias._rbf_sum(xq, xk, every)).abs().max())
         dynamic = torch.compile(_fused, dynamic=True)
         dynamic(d2[:, : NQ // 2], rate, weight)  # compile for symbolic shapes first
-        b = bias._rbf_sum(d2, every)
+        b = bias._rbf_sum(xq, xk, every)
         n = 1024
         a, c = torch.randn(n, n), torch.randn(n, n)
         runs = {
             "matmul": timed(lambda: a @ c, repeats=5),
             "products": timed(lambda: F.scaled_dot_product_attention(q, k, v), repeats=5),
             "products with bias": timed(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=b), repeats=5),
-            "bias, eager": timed(lambda: bias._rbf_sum(d2, every), repeats=5),
+            "bias, eager": timed(lambda: bias._rbf_sum(xq, xk, every), repeats=5),
             "bias, fused": timed(lambda: fused(d2, rate, weight), repeats=5),
             "bias, fused, dynamic shapes": timed(lambda: dynamic(d2, rate, weight), repeats=5),
             "bias, shared bases, eager": timed(lambda: _shared(d2, rate_shared, weight), repeats=5),

@@ -25,6 +25,9 @@ from .attention import MIN_EXPONENT, ScoreMod
 __all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
 
 METRICS = ("euclidean", "geodesic")
+#: query-key pairs per chunk of the bias evaluation: the ``h × F`` terms of one chunk (5 MB in float32 for
+#: 4 heads × 5 bases) stay in cache while they are evaluated and summed
+BIAS_CHUNK = 2**16
 
 
 def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
@@ -131,7 +134,7 @@ class RBFBias(ScoreMod):
         if not any(any(row) for row in active):
             return None
         row = self._shared_query_bias(xq, xk, active)
-        return row if row is not None else self._rbf_sum(self.sqdist(xq, xk), active)
+        return row if row is not None else self._rbf_sum(xq, xk, active)
 
     @torch.no_grad()
     def active_bases(self, xq: Tensor, xk: Tensor) -> list[list[bool]]:
@@ -153,29 +156,55 @@ class RBFBias(ScoreMod):
         tol = torch.finfo(xq.dtype).eps / 10
         return (self.rate().detach() * d2_min < torch.log(weight / tol)).tolist()  # log 0 = -inf: skipped
 
-    def _rbf_sum(self, d2: Tensor, active: list[list[bool]]) -> Tensor:
-        """``Σ_f a_hf exp(-b_hf d²)`` for ``d2`` ``[b, nq, nk]`` → ``[b, h, nq, nk]``, in place (4 passes per basis).
+    def _chunks(self, xq: Tensor, xk: Tensor):
+        """Yield ``(r0, r1, d2)``: query rows ``r0:r1`` and their squared distances flattened to ``[1, n]``.
 
-        ``active[h][f]`` false skips a term (see :meth:`active_bases`).
+        A chunk holds about :data:`BIAS_CHUNK` query-key pairs, so that the ``h × F`` terms of one
+        chunk stay in the CPU cache while every term is evaluated (one pass per term over a whole
+        tile would stream it through memory ``4 h F`` times).
         """
-        b, nq, nk = d2.shape
-        out = d2.new_empty(b, self.num_heads, nq, nk)
-        tmp = torch.empty_like(d2)
-        rate, weight = self.rate().tolist(), self.weight.tolist()
-        for h in range(self.num_heads):
-            o = out[:, h]
-            first = True
-            for f in range(self.num_bases):
-                if not active[h][f]:
-                    continue
-                torch.mul(d2, -rate[h][f], out=tmp).clamp_(min=MIN_EXPONENT).exp_()
-                if first:
-                    torch.mul(tmp, weight[h][f], out=o)
-                    first = False
-                else:
-                    o.add_(tmp, alpha=weight[h][f])
-            if first:
-                o.zero_()
+        b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
+        rows = max(1, BIAS_CHUNK // max(1, b * nk))
+        for r0 in range(0, nq, rows):
+            r1 = min(nq, r0 + rows)
+            yield r0, r1, self.sqdist(xq[:, r0:r1], xk).reshape(1, -1)
+
+    def _rbf_sum(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor:
+        """``Σ_f a_hf exp(-b_hf d²)`` → ``[b, h, nq, nk]``, evaluated chunk by chunk (see :meth:`_chunks`).
+
+        ``active[h][f]`` false skips a term (see :meth:`active_bases`); a head without terms is zero.
+        """
+        b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
+        h = self.num_heads
+        out = xq.new_empty(b, h, nq, nk)
+        rate, weight = self.rate().detach(), self.weight.detach()
+        heads = [[f for f in range(self.num_bases) if active[i][f]] for i in range(h)]
+        rows = [(i, f) for i in range(h) for f in heads[i]]
+        if not rows:
+            return out.zero_()
+        neg_rate = torch.stack([-rate[i, f] for i, f in rows])[:, None].to(xq.dtype)  # [terms, 1]
+        uniform = all(len(fs) == len(heads[0]) for fs in heads)
+        # per-head weights: one batched product when every head keeps the same number of terms
+        w = torch.stack([weight[i, fs] for i, fs in enumerate(heads)])[:, None, :] if uniform else None
+        terms = buf = None  # flat buffers of the first (largest) chunk, viewed contiguously for each chunk
+        for r0, r1, d2 in self._chunks(xq, xk):
+            n = d2.shape[1]
+            if terms is None:
+                terms, buf = xq.new_empty(len(rows) * n), xq.new_empty(h * n)
+            x = terms[: len(rows) * n].view(len(rows), n)
+            torch.mul(d2, neg_rate, out=x).clamp_(min=MIN_EXPONENT).exp_()
+            t = buf[: h * n].view(h, 1, n)
+            if w is not None:
+                torch.bmm(w.to(x.dtype), x.view(h, -1, n), out=t)
+            else:
+                start = 0
+                for i, fs in enumerate(heads):
+                    if fs:
+                        torch.mm(weight[i, fs].to(x.dtype)[None], x[start : start + len(fs)], out=t[i])
+                    else:
+                        t[i].zero_()
+                    start += len(fs)
+            out[:, :, r0:r1].copy_(t.view(h, b, r1 - r0, nk).transpose(0, 1))
         return out
 
     def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
@@ -191,7 +220,7 @@ class RBFBias(ScoreMod):
         cq = xq[..., self.columns[0]]
         if not bool((cq == cq[:, :1]).all()):
             return None
-        row = self._rbf_sum(self.sqdist(xq[:, :1], xk), active)  # [b, h, 1, nk]
+        row = self._rbf_sum(xq[:, :1], xk, active)  # [b, h, 1, nk]
         return row.expand(row.shape[0], self.num_heads, xq.shape[1], row.shape[-1])
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
@@ -220,22 +249,34 @@ class RBFBias(ScoreMod):
 
     @torch.no_grad()
     def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor]:
-        """Analytic gradients for ``(log_lengthscale, weight)`` given ``grad [b, h, nq, nk]``."""
-        d2 = self.sqdist(xq, xk).contiguous()  # [b, nq, nk]
-        rate, weight = self.rate(), self.weight
-        g_weight = torch.empty_like(weight)
-        g_rate = torch.empty_like(weight)  # d/d rate
-        tmp = torch.empty_like(d2)
-        flat_tmp = tmp.view(-1)
-        for h in range(self.num_heads):
-            g = grad[:, h].contiguous().view(-1)
-            gd = g * d2.view(-1)
-            for f in range(self.num_bases):
-                torch.mul(d2, -float(rate[h, f]), out=tmp).clamp_(min=MIN_EXPONENT).exp_()
-                g_weight[h, f] = torch.dot(g, flat_tmp)
-                g_rate[h, f] = -weight[h, f] * torch.dot(gd, flat_tmp)
+        """Analytic gradients for ``(log_lengthscale, weight)`` given ``grad [b, h, nq, nk]``.
+
+        Evaluated chunk by chunk like :meth:`_rbf_sum`, every term of a chunk while it is in cache;
+        the sums over pairs accumulate in float64.
+        """
+        b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
+        h, nf = self.num_heads, self.num_bases
+        rate, weight = self.rate().detach(), self.weight.detach()
+        neg_rate = (-rate).reshape(-1, 1).to(xq.dtype)  # [h F, 1]
+        g_weight = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)
+        g_decay = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)  # Σ g d² exp(-b d²)
+        terms = g = gd = None  # flat buffers of the first (largest) chunk
+        for r0, r1, d2 in self._chunks(xq, xk):
+            n = d2.shape[1]
+            if terms is None:
+                terms, g, gd = xq.new_empty(h * nf * n), xq.new_empty(h * n), xq.new_empty(h * n)
+            x = terms[: h * nf * n].view(h * nf, n)
+            torch.mul(d2, neg_rate, out=x).clamp_(min=MIN_EXPONENT).exp_()
+            gc = g[: h * n].view(h, n)
+            gc.view(h, b, r1 - r0, nk).copy_(grad[:, :, r0:r1].transpose(0, 1))
+            gdc = torch.mul(gc, d2, out=gd[: h * n].view(h, n))
+            xv = x.view(h, nf, n)
+            for i in range(h):
+                g_weight[i] += torch.mv(xv[i], gc[i])
+                g_decay[i] += torch.mv(xv[i], gdc[i])
+        g_rate = -weight * g_decay.to(weight.dtype)  # d/d rate
         # rate = exp(-2 log ℓ) / 2  ⇒  d rate / d log ℓ = -2 rate
-        return [g_rate * (-2.0 * rate), g_weight]
+        return [g_rate * (-2.0 * rate), g_weight.to(weight.dtype)]
 
 
 class SumBias(ScoreMod):
