@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import xarray as xr
 
 from . import geo, timeaxis
 from . import reference as references
-from .chunked import build_problem, lazy_forecast, lazy_infill, observed_counts
+from .chunked import build_problem, lazy_forecast, lazy_infill, observed_stats
 from .errors import (
     ConfigError,
     ModelMismatchError,
@@ -132,7 +133,7 @@ def _input_chunks(ds: xr.Dataset, layout: geo.Layout):
 
 def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None):
     """Count the observations (one streamed pass), refuse inputs with nothing to do, build the problem once."""
-    n_obs, n_all = observed_counts(ds, layout)
+    n_obs, n_all, spread = observed_stats(ds, layout)
     if n_obs == 0:
         raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
                           "Check the variable and the selection (e.g. .sel(time=...)).")
@@ -140,7 +141,9 @@ def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=No
         raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
                           "(e.g. ds.where(mask)), or pass targets= to predict at other coordinates.")
     # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
-    return build_problem(ds, layout, model.normaliser, observed_fraction=n_obs / n_all, targets=target)
+    # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
+    norm = replace(model.normaliser, small_context_scale=spread)
+    return build_problem(ds, layout, norm, observed_fraction=n_obs / n_all, targets=target)
 
 
 def infill(

@@ -26,7 +26,7 @@ from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
 
-__all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast", "observed_counts"]
+__all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast", "observed_stats"]
 
 #: default tile edge (grid cells) and station chunk when the input gives no chunks
 DEFAULT_TILE = 128
@@ -316,7 +316,8 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     return _assemble(means), _assemble(stds)
 
 
-def observed_counts(ds: xr.Dataset, layout: Layout) -> tuple[int, int]:
-    """(observed values, total values) of ``layout.var``, computed chunk by chunk."""
+def observed_stats(ds: xr.Dataset, layout: Layout) -> tuple[int, int, float]:
+    """(observed values, total values, std of the observed values) of ``layout.var``, in one pass by chunks."""
     data = _dask_data(ds, layout, {})
-    return int(da.isfinite(data).sum().compute()), int(math.prod(data.shape))
+    count, std = dask.compute(da.isfinite(data).sum(), da.nanstd(data.astype(np.float64)))
+    return int(count), int(math.prod(data.shape)), float(std) if np.isfinite(std) else 0.0

@@ -143,6 +143,7 @@ def fit_model(
         value_mean=float(np.nanmean(values)),
         value_std=float(np.nanstd(values)) or 1.0,
         value_std_floor=1e-3 * (float(np.nanstd(values)) or 1.0),
+        small_context_scale=float(np.nanstd(values)),
     )
     problem = build_problem(ds, layout, norm, observed_fraction=obs_fraction)
     norm = replace(norm, covariates=tuple(covariates), space_unit_km=problem.unit_km)

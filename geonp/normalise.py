@@ -28,6 +28,8 @@ COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
 
 #: fewest context points on the target frame for :meth:`Normaliser.frame_offsets` to apply
 MIN_FRAME_POINTS = 5
+#: a task with fewer context values than this is standardised by at least ``Normaliser.small_context_scale``
+SMALL_CONTEXT = 5
 #: frame means are removed only when they spread more than this times the residuals within frames
 FRAME_MEANS_RATIO = 1.0
 _TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance",
@@ -62,6 +64,12 @@ class Normaliser:
         Hours per model unit of time; ``None`` means "the data's own time step".
     value_std_floor : float
         Smallest standard deviation used to standardise a task's values (data units).
+    small_context_scale : float
+        Standard deviation (data units) that standardises a task with fewer than
+        :data:`SMALL_CONTEXT` context values when it is larger than theirs: the spread of one to
+        four values says next to nothing about the field's, and a tiny scale would turn the
+        network's unit-scale std into an interval far too narrow. Set for each run from the
+        observed values of the data at hand (``geonp.api``); 0 turns it off.
     covariates : tuple of str
         Covariates fed to the model, in order (see :data:`COVARIATES`).
     elevation_mean, elevation_std : float
@@ -109,6 +117,7 @@ class Normaliser:
     space_unit_km: float | None = None
     time_unit_hours: float | None = None
     value_std_floor: float = 1e-6
+    small_context_scale: float = 0.0
     covariates: tuple[str, ...] = ()
     elevation_mean: float = 0.0
     elevation_std: float = 1.0
@@ -261,13 +270,15 @@ class Normaliser:
         return sum(c * u ** (k + 1) for k, c in enumerate(coef))
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
-        """Shift and scale of one task's values: the context mean and std (floored)."""
+        """Shift and scale of one task's values: the context mean and std (floored; see ``small_context_scale``)."""
         yc = np.asarray(yc, dtype=np.float64)
         if yc.size == 0:
             return 0.0, 1.0
         shift = float(yc.mean())
         scale = float(yc.std()) if yc.size > 1 else 0.0
         floor = max(self.value_std_floor, 1e-6 * max(abs(shift), 1.0))
+        if yc.size < SMALL_CONTEXT:
+            floor = max(floor, self.small_context_scale)
         return shift, max(scale, floor)
 
     def covariate_columns(

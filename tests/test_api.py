@@ -375,3 +375,27 @@ def test_rotated_pole_grid_reads_2d_lonlat_and_keeps_its_crs():
     written = pyproj.CRS.from_wkt(out.spatial_ref.attrs["crs_wkt"])
     assert written.to_cf()["grid_mapping_name"] == "rotated_latitude_longitude"  # the output's rlat/rlon are in it
     assert float(np.abs(out.tas_filled - truth).mean()) < 0.5
+
+
+def test_a_window_with_one_observation_gets_a_wide_interval():
+    """A chunk whose window holds a single station is scaled by the data's spread, not by ~0 (was std ≈ 3e-4)."""
+    rng = np.random.default_rng(0)
+    lat = np.r_[40 + rng.random(30), 47.0, 47.05]  # 30 clustered stations, then a lone one and a target beside it
+    lon = np.r_[-105 + rng.random(30), -95.0, -95.05]
+    values = np.r_[10 + 5 * rng.standard_normal(30), 12.0, np.nan].astype("float32")
+    st = xr.Dataset({"tmax": (("station",), values, {"units": "degC"})},
+                    coords={"station": np.arange(32), "lat": ("station", lat), "lon": ("station", lon)})
+    out = st.np.infill("tmax", model="te-pt-tnp", chunks={"station": 2}, halo=2.0).compute()
+    spread = float(np.nanstd(values))
+    assert np.isfinite(out.tmax_mean[-1]) and float(out.tmax_std[-1]) > 0.3 * spread
+
+
+def test_standardise_small_context_takes_the_data_scale():
+    from geonp.normalise import SMALL_CONTEXT, Normaliser
+
+    norm = Normaliser(small_context_scale=4.0)
+    assert norm.standardise(np.array([280.0]))[1] == 4.0
+    assert norm.standardise(np.array([280.0, 280.1]))[1] == 4.0
+    many = 280 + 0.1 * np.arange(SMALL_CONTEXT)
+    assert norm.standardise(many)[1] == pytest.approx(np.std(many))  # enough values: their own spread
+    assert Normaliser().standardise(np.array([280.0]))[1] < 1e-3  # off by default (models saved before it)
