@@ -26,6 +26,7 @@ __all__ = [
     "OutputExistsError",
     "DataFormatError",
     "InputNotFoundError",
+    "NoContextWarning",
 ]
 
 
@@ -105,3 +106,7 @@ class DataFormatError(GeonpError, ValueError):
 
 class InputNotFoundError(GeonpError, FileNotFoundError):
     """An input file or store does not exist."""
+
+
+class NoContextWarning(UserWarning):
+    """Some targets had no observation within their window and were left NaN."""

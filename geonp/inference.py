@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from .data.tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks
-from .errors import ConfigError
+from .errors import ConfigError, NoContextWarning
 from .models import Batch, NeuralProcess, model_from_config
 from .normalise import Normaliser
 
@@ -178,6 +179,12 @@ def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
 def _fill(tasks, preds_of, n_out: int, n_tgt: int) -> np.ndarray:
     out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)
     real = [i for i, t in enumerate(tasks) if t is not None]
+    if len(real) < len(tasks):
+        warnings.warn(
+            f"{len(tasks) - len(real)} of {len(tasks)} frames of a block have no observation within their window "
+            f"({n_tgt} points each): their mean and std are NaN. Widen time_window= (or context_frames=) or "
+            "halo= to predict them.", NoContextWarning, stacklevel=2,
+        )
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
         out[0, i], out[1, i] = mean.reshape(n_tgt), std.reshape(n_tgt)

@@ -2,6 +2,8 @@
 
 import pyproj  # isort: skip
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -399,3 +401,14 @@ def test_standardise_small_context_takes_the_data_scale():
     many = 280 + 0.1 * np.arange(SMALL_CONTEXT)
     assert norm.standardise(many)[1] == pytest.approx(np.std(many))  # enough values: their own spread
     assert Normaliser().standardise(np.array([280.0]))[1] < 1e-3  # off by default (models saved before it)
+
+
+def test_a_frame_without_context_is_nan_with_a_warning():
+    ds, _ = field(times=4)
+    ds["t2m"][3] = np.nan  # the last frame is missing everywhere
+    with pytest.warns(geonp.NoContextWarning, match="no observation within their window.*time_window="):
+        out = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
+    assert np.isnan(out.t2m_mean[3]).all() and np.isfinite(out.t2m_mean[:3]).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.NoContextWarning)
+        assert np.isfinite(ds.np.infill("t2m", model="te-pt-tnp", time_window=1).t2m_mean).all()

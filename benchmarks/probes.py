@@ -1,0 +1,97 @@
+"""Quick probes of two prediction settings on subsets of the real-data tasks (zero-shot, shipped weights).
+
+* ``forecast-frames``: zero-shot BSA-TNP ERA5 forecasts (+1 … +6 h) from every third of the 24
+  benchmark inits, with ``context_frames`` past frames as context (default 2, 4 and 8). Question:
+  do more past frames fix the zero-shot intervals (too narrow with 2)?
+* ``te-local``: zero-shot TE-PT-TNP ERA5 infill (random and block masks, 7 of the 28 eval frames),
+  on the whole grid and in small spatial chunks with a small halo, space only (``time_window=0``)
+  and ±3 h. Question: does a local context help a model whose 16 pseudo-tokens summarise all of it?
+
+Run ``python benchmarks/probes.py forecast-frames`` (about 25 CPU-minutes) or
+``python benchmarks/probes.py te-local`` (about 15 CPU-minutes). Results:
+``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes").
+"""
+
+from __future__ import annotations
+
+import pyproj  # noqa: F401  isort: skip
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import realdata_tasks as rt  # noqa: E402
+from _common import machine, save_json  # noqa: E402
+
+import geonp  # noqa: E402, F401  registers ds.np
+
+
+def _mean(rows: list[dict]) -> dict:
+    return {k: float(np.mean([r[k] for r in rows])) for k in ("rmse", "nll", "coverage")}
+
+
+def forecast_frames(frames: list[int]) -> list[dict]:
+    """Zero-shot BSA-TNP forecasts per number of past frames, scored per lead (mean over inits)."""
+    da = rt.load_era5()
+    ds = da.to_dataset(name="t2m")
+    inits = rt.era5_forecast_inits()[::3]
+    truth = da.values
+    out = []
+    for cf in frames:
+        c0 = time.process_time()
+        fc = ds.np.forecast("t2m", hours=6, model="bsa-tnp", init_time=da.time.values[inits], context_frames=cf)
+        mean, std = fc.t2m_mean.values, fc.t2m_std.values
+        per_lead = []
+        for k, lead in enumerate(rt.ERA5_LEADS):
+            y = np.stack([truth[i + lead] for i in inits])
+            per_lead.append(_mean([rt.scores(y[j].ravel(), mean[j, k].ravel(), std[j, k].ravel())
+                                   for j in range(len(inits))]))
+        out.append({"context_frames": cf, "inits": int(len(inits)), "cpu_s": time.process_time() - c0,
+                    "per_lead": per_lead})
+        print(cf, [{k: round(v, 3) for k, v in p.items()} for p in per_lead], flush=True)
+    return out
+
+
+def te_local() -> list[dict]:
+    """Zero-shot TE-PT-TNP infill on the whole grid and in small chunks, per mask kind and time window."""
+    da = rt.load_era5()
+    ev = rt.era5_eval_times(6)[::4]
+    out = []
+    for kind in ("random", "block"):
+        vals = da.values.copy()
+        scored = {}
+        for i in range(vals.shape[0]):
+            hide, scored[i] = rt.era5_infill_mask(int(i), kind=kind)
+            vals[i][hide] = np.nan
+        for tw in (0, 3):
+            ds = da.copy(data=vals).isel(time=slice(int(ev[0]) - tw, int(ev[-1]) + tw + 1)).to_dataset(name="t2m")
+            for chunks, halo in [(None, None), (6, 2.0), (8, 3.0)]:
+                kw = {} if chunks is None else {"chunks": {"latitude": chunks, "longitude": chunks}, "halo": halo}
+                c0 = time.process_time()
+                pred = ds.np.infill("t2m", model="te-pt-tnp", time_window=tw, **kw).compute()
+                rows = [rt.scores(da.values[i][scored[i]], pred.t2m_mean.sel(time=da.time[i]).values[scored[i]],
+                                  pred.t2m_std.sel(time=da.time[i]).values[scored[i]]) for i in ev]
+                res = {"kind": kind, "time_window": tw, "chunk_cells": chunks, "halo": halo, **_mean(rows),
+                       "cpu_s": time.process_time() - c0}
+                out.append(res)
+                print({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("probe", choices=["forecast-frames", "te-local"])
+    parser.add_argument("--frames", type=int, nargs="+", default=[2, 4, 8], help="past frames (forecast-frames)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = forecast_frames(args.frames) if args.probe == "forecast-frames" else te_local()
+    save_json(f"probe-{args.probe}", {"machine": machine(), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
