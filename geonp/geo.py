@@ -316,8 +316,15 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
     if layout.geographic:
         lat = np.asarray(ds[layout.y].values, dtype=np.float64)
         lon = np.asarray(ds[layout.x].values, dtype=np.float64)
-        finite = np.isfinite(lat).all() and np.isfinite(lon).all()
-        if not finite or np.abs(lat).max() > 90.0:
+        for name, values in ((layout.y, lat), (layout.x, lon)):
+            bad = int((~np.isfinite(values)).sum())
+            if bad:
+                raise CoordinateError(
+                    f"coordinate {name!r} has {bad} missing (NaN or infinite) value(s) of {values.size}; expected a "
+                    f"position for every point. Drop those points first, e.g. ds.where(ds[{name!r}].notnull(), "
+                    "drop=True)."
+                )
+        if np.abs(lat).max() > 90.0:
             raise CoordinateError(f"latitude {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
                                   "expected finite values in [-90, 90]. Check that latitude and longitude are not "
                                   "swapped and that the units are degrees.")

@@ -183,6 +183,9 @@ def test_forecast_contract_and_errors(small):
         full.isel(time=0).np.forecast("t2m", hours=1)
     with pytest.raises(TimeAxisError, match="is not a time step of the data"):
         full.np.forecast("t2m", hours=1, init_time="2030-01-01")
+    gappy = full.isel(time=[0, 1, 3])  # steps of 1 h and 2 h
+    with pytest.raises(TimeAxisError, match="irregular \\(from 1 h to 2 h\\).*resample\\(time='1h'\\).asfreq"):
+        gappy.np.forecast("t2m", hours=1)
 
 
 def test_fit_save_load_and_mismatch(tmp_path):
@@ -412,3 +415,10 @@ def test_a_frame_without_context_is_nan_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", geonp.NoContextWarning)
         assert np.isfinite(ds.np.infill("t2m", model="te-pt-tnp", time_window=1).t2m_mean).all()
+
+
+def test_monthly_forecast_is_regular_enough():
+    st = stations(times=14)  # month starts: steps of 28 to 31 days count as one frame each
+    step = float(np.median(np.diff(st.time.values).astype("timedelta64[h]").astype(float)))
+    fc = st.np.forecast("tmax", hours=step, model="te-pt-tnp")
+    assert fc.tmax_mean.shape == (1, 1, st.sizes["station"])

@@ -67,6 +67,13 @@ def test_latitude_out_of_range():
         geo.describe(grid(lat=[50, 60, 70, 80, 95]))
 
 
+def test_missing_station_coordinates():
+    st = xr.Dataset({"t": (("station",), np.zeros(3))},
+                    coords={"lat": ("station", [40.0, np.nan, 41.0]), "lon": ("station", [-105.0, -104.0, -103.0])})
+    with pytest.raises(CoordinateError, match="'lat' has 1 missing \\(NaN or infinite\\) value.*notnull"):
+        geo.describe(st)
+
+
 def test_longitude_out_of_range():
     with pytest.raises(CoordinateError, match="longitude.*expected degrees in \\[-180, 360\\]"):
         geo.describe(grid(lon=[100, 200, 300, 400, 500, 600, 700]))

@@ -254,7 +254,7 @@ class RBFBias(ScoreMod):
         Evaluated chunk by chunk like :meth:`_rbf_sum`, every term of a chunk while it is in cache;
         the sums over pairs accumulate in float64.
         """
-        b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
+        b, nk = xq.shape[0], xk.shape[1]
         h, nf = self.num_heads, self.num_bases
         rate, weight = self.rate().detach(), self.weight.detach()
         neg_rate = (-rate).reshape(-1, 1).to(xq.dtype)  # [h F, 1]
