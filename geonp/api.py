@@ -137,6 +137,9 @@ def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=No
     if n_obs == 0:
         raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
                           "Check the variable and the selection (e.g. .sel(time=...)).")
+    if n_obs == 1:
+        raise NoDataError(f"{layout.var!r} has a single observed value; expected at least two (one value says nothing "
+                          "about how the field varies, so no interval could be given). Widen the selection.")
     if task == "infill" and target is None and n_obs == n_all:
         raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
                           "(e.g. ds.where(mask)), or pass targets= to predict at other coordinates.")

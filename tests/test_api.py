@@ -157,6 +157,10 @@ def test_infill_errors():
     ds, _ = field()
     with pytest.raises(NoDataError, match="every value of 't2m' is missing"):
         (ds * np.nan).np.infill("t2m")
+    one = ds.t2m.where(ds.t2m.isnull()).copy()
+    one[0, 0, 0] = 280.0
+    with pytest.raises(NoDataError, match="a single observed value; expected at least two"):
+        one.np.infill()
     full = ds.fillna(280.0)
     with pytest.raises(NoDataError, match="no gaps.*targets="):
         full.np.infill("t2m")
