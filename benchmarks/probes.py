@@ -9,7 +9,8 @@
 
 Run ``python benchmarks/probes.py forecast-frames`` (about 25 CPU-minutes) or
 ``python benchmarks/probes.py te-local`` (about 15 CPU-minutes). Results:
-``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes").
+``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes"); ``--doc``
+rebuilds the forecast table there from the saved results.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import pyproj  # noqa: F401  isort: skip
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -26,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import realdata_tasks as rt  # noqa: E402
-from _common import machine, save_json  # noqa: E402
+from _common import RESULTS, machine, save_json, update_doc_section  # noqa: E402
 
 import geonp  # noqa: E402, F401  registers ds.np
 
@@ -83,14 +85,32 @@ def te_local() -> list[dict]:
     return out
 
 
+def forecast_table(data: dict) -> str:
+    """Build the probe-forecast section of docs/benchmarks.md from its saved results."""
+    m = data["machine"]
+    lines = [f"Run {m['date']} on {m['cpu']} (one torch thread, {m['device']}), torch {m['torch']}; "
+             f"{data['rows'][0]['inits']} inits. Regenerate: `python benchmarks/probes.py forecast-frames`.", "",
+             "| past frames | " + " | ".join(f"+{k} h" for k in range(1, 7)) + " | CPU s |",
+             "|---|" + "---|" * 7]
+    for row in data["rows"]:
+        cells = [f"{p['rmse']:.3f} / {p['nll']:.2f} / {p['coverage']:.2f}" for p in row["per_lead"]]
+        lines.append(f"| {row['context_frames']} | " + " | ".join(cells) + f" | {row['cpu_s']:.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("probe", choices=["forecast-frames", "te-local"])
     parser.add_argument("--frames", type=int, nargs="+", default=[2, 4, 8], help="past frames (forecast-frames)")
+    parser.add_argument("--doc", action="store_true", help="only rebuild the docs table from saved results")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = forecast_frames(args.frames) if args.probe == "forecast-frames" else te_local()
-    save_json(f"probe-{args.probe}", {"machine": machine(), "rows": rows})
+    if not args.doc:
+        rows = forecast_frames(args.frames) if args.probe == "forecast-frames" else te_local()
+        save_json(f"probe-{args.probe}", {"machine": machine(), "rows": rows})
+    if args.probe == "forecast-frames":
+        saved = json.loads((RESULTS / "probe-forecast-frames.json").read_text())
+        update_doc_section("probe-forecast", forecast_table(saved))
 
 
 if __name__ == "__main__":
