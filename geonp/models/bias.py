@@ -211,8 +211,8 @@ class RBFBias(ScoreMod):
         """The bias as a broadcast view when every query shares one value of a 1-D coordinate.
 
         That is the target stream of an infill task (all targets in one frame): the bias then
-        depends on the key only, ``B[h, i, j] = row[h, j]``, computed by the same float operations
-        as the direct path (so identical), with ``nk`` instead of ``nq · nk`` exponentials per basis.
+        depends on the key only, ``B[h, i, j] = row[h, j]``, computed by the same operations
+        as the direct path (equal to rounding), with ``nk`` instead of ``nq · nk`` exponentials per basis.
         ``None`` when it does not apply. The result is an expanded (read-only) view.
         """
         if len(self.columns) != 1 or self.metric != "euclidean" or xq.shape[1] < 2:
