@@ -319,5 +319,9 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
 def observed_stats(ds: xr.Dataset, layout: Layout) -> tuple[int, int, float]:
     """(observed values, total values, std of the observed values) of ``layout.var``, in one pass by chunks."""
     data = _dask_data(ds, layout, {})
-    count, std = dask.compute(da.isfinite(data).sum(), da.nanstd(data.astype(np.float64)))
-    return int(count), int(math.prod(data.shape)), float(std) if np.isfinite(std) else 0.0
+    x = data.astype(np.float64)
+    count, total, squares = dask.compute(da.isfinite(data).sum(), da.nansum(x), da.nansum(x * x))
+    if count == 0:
+        return 0, int(math.prod(data.shape)), 0.0
+    mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
+    return int(count), int(math.prod(data.shape)), float(np.sqrt(max(squares / count - mean * mean, 0.0)))
