@@ -261,13 +261,7 @@ def forecast(
     if len(times) < 2:
         raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one.")
     step = timeaxis.time_step_hours(times)
-    spacing = np.diff(timeaxis.time_hours(times))
-    monthly = bool(((spacing >= 28 * 24) & (spacing <= 31 * 24)).all())  # calendar months: leads count frames
-    if not monthly and np.abs(spacing - step).max() > 0.01 * step:  # 1 %: leap years and rounding pass
-        raise TimeAxisError(f"the time steps of {layout.time!r} are irregular (from {spacing.min():g} h to "
-                            f"{spacing.max():g} h); forecasting counts leads in steps and needs a regular axis. "
-                            f"Insert the missing frames as NaN first, e.g. ds.resample({layout.time}='{spacing.min():g}h')"
-                            ".asfreq().")
+    timeaxis.check_regular(times, layout.time)
     try:
         hours = float(hours)
     except (TypeError, ValueError) as exc:

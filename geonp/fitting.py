@@ -134,6 +134,7 @@ def fit_model(
     if not finite.any():
         raise NoDataError(f"every value of {layout.var!r} is missing; there is nothing to train on.")
     obs_fraction = float(finite.mean())
+    spread = float(np.nanstd(values))
     elev = probe.source.elevation
     norm = Normaliser(
         time_unit_hours=step,
@@ -141,9 +142,9 @@ def fit_model(
         elevation_mean=float(np.nanmean(elev)) if elev is not None else 0.0,
         elevation_std=float(np.nanstd(elev)) if elev is not None and np.nanstd(elev) > 0 else 1.0,
         value_mean=float(np.nanmean(values)),
-        value_std=float(np.nanstd(values)) or 1.0,
-        value_std_floor=1e-3 * (float(np.nanstd(values)) or 1.0),
-        small_context_scale=float(np.nanstd(values)),
+        value_std=spread or 1.0,
+        value_std_floor=1e-3 * (spread or 1.0),
+        small_context_scale=spread,
     )
     problem = build_problem(ds, layout, norm, observed_fraction=obs_fraction)
     norm = replace(norm, covariates=tuple(covariates), space_unit_km=problem.unit_km)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .errors import TimeAxisError
+
 __all__ = ["is_time", "is_cftime", "steps_seconds", "time_hours", "time_step_hours"]
 
 
@@ -54,3 +56,20 @@ def time_step_hours(values: np.ndarray) -> float:
     if len(h) < 2:
         return 1.0
     return float(np.median(np.diff(h)))
+
+
+def check_regular(values: np.ndarray, name: str) -> None:
+    """Raise :class:`TimeAxisError` unless the steps are equal (within 1 %) or calendar months.
+
+    Forecasts count leads in steps, so they need a regular axis; months (28–31 days) count one
+    frame each, and the 1 % passes leap years and rounding.
+    """
+    spacing = np.diff(time_hours(values))
+    if len(spacing) == 0 or ((spacing >= 28 * 24) & (spacing <= 31 * 24)).all():
+        return
+    step = float(np.median(spacing))
+    if np.abs(spacing - step).max() > 0.01 * step:
+        raise TimeAxisError(f"the time steps of {name!r} are irregular (from {spacing.min():g} h to "
+                            f"{spacing.max():g} h); forecasting counts leads in steps and needs a regular axis. "
+                            f"Insert the missing frames as NaN first, e.g. ds.resample({name}='{spacing.min():g}h')"
+                            ".asfreq().")

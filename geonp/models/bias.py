@@ -178,14 +178,13 @@ class RBFBias(ScoreMod):
         h = self.num_heads
         out = xq.new_empty(b, h, nq, nk)
         rate, weight = self.rate().detach(), self.weight.detach()
-        heads = [[f for f in range(self.num_bases) if active[i][f]] for i in range(h)]
-        rows = [(i, f) for i in range(h) for f in heads[i]]
+        rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
         if not rows:
             return out.zero_()
         neg_rate = torch.stack([-rate[i, f] for i, f in rows])[:, None].to(xq.dtype)  # [terms, 1]
-        uniform = all(len(fs) == len(heads[0]) for fs in heads)
-        # per-head weights: one batched product when every head keeps the same number of terms
-        w = torch.stack([weight[i, fs] for i, fs in enumerate(heads)])[:, None, :] if uniform else None
+        mix = xq.new_zeros(h, len(rows))  # per-head sums as one product: head i takes its own terms' weights
+        for j, (i, f) in enumerate(rows):
+            mix[i, j] = weight[i, f]
         terms = buf = None  # flat buffers of the first (largest) chunk, viewed contiguously for each chunk
         for r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
@@ -193,17 +192,7 @@ class RBFBias(ScoreMod):
                 terms, buf = xq.new_empty(len(rows) * n), xq.new_empty(h * n)
             x = terms[: len(rows) * n].view(len(rows), n)
             torch.mul(d2, neg_rate, out=x).clamp_(min=MIN_EXPONENT).exp_()
-            t = buf[: h * n].view(h, 1, n)
-            if w is not None:
-                torch.bmm(w.to(x.dtype), x.view(h, -1, n), out=t)
-            else:
-                start = 0
-                for i, fs in enumerate(heads):
-                    if fs:
-                        torch.mm(weight[i, fs].to(x.dtype)[None], x[start : start + len(fs)], out=t[i])
-                    else:
-                        t[i].zero_()
-                    start += len(fs)
+            t = torch.mm(mix, x, out=buf[: h * n].view(h, n))
             out[:, :, r0:r1].copy_(t.view(h, b, r1 - r0, nk).transpose(0, 1))
         return out
 
