@@ -235,7 +235,8 @@ def test_rbf_bias__active_bases_prune_far_tiles_below_resolution():
             assert fast is None and float(full.abs().max()) < torch.finfo(torch.float64).eps
             continue
         assert not all(all(row) for row in active) if shift else sum(map(sum, active)) == 7
-        torch.testing.assert_close(fast, full, rtol=0, atol=torch.finfo(torch.float64).eps)
+        # skipped terms are below eps / 10; the fast path's base-2 exponentials differ by a few ulps
+        torch.testing.assert_close(fast, full, rtol=0, atol=16 * torch.finfo(torch.float64).eps)
 
 
 def test_order_columns__euclidean_parts_only():
