@@ -15,6 +15,7 @@ coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -35,6 +36,10 @@ K_TILE = 1024
 #: exponents are clamped here: exp(-80) ≈ 2e-35 is zero at float32 precision, and CPUs evaluate
 #: exp up to ~40× slower once results fall into the denormal range
 MIN_EXPONENT = -80.0
+#: exponentials on the CPU's hot paths are taken as ``exp2(x log₂e)``: torch evaluates exp2 about 40 % faster
+#: than exp there (1.46 against 0.83 ns per element on the benchmark machine), and the factor folds into
+#: a scale that is applied anyway
+LOG2E = math.log2(math.e)
 
 
 class ScoreMod(nn.Module):
@@ -339,7 +344,8 @@ class _TiledAttention(torch.autograd.Function):
                 if score is not None and score.additive and not (need_xq or need_xk):
                     analytic = score  # try the parameter-gradient fast path below
                 with torch.enable_grad():
-                    raw = torch.matmul(q_t, k_t.transpose(-1, -2)) * scale
+                    # additive logits are built in base 2 (times log₂e, see LOG2E) at no extra pass
+                    raw = torch.matmul(q_t, k_t.transpose(-1, -2)) * (scale if general else scale * LOG2E)
                     if general:
                         raw.requires_grad_(True)
                         graph_out = logits = score(raw, xq_t, xk_t)
@@ -353,13 +359,16 @@ class _TiledAttention(torch.autograd.Function):
                                 graph_out = score.fast_bias(xq_t, xk_t)
                         if graph_out is None:  # zero on this tile (far apart); gradients still come from bias_grad
                             graph_out = raw.new_zeros(())
-                        logits = raw + graph_out.detach()
+                        logits = torch.add(raw, graph_out.detach(), alpha=LOG2E)
                     else:
                         graph_out, logits = None, raw
                 logits = logits.detach()
+                if general:
+                    logits = logits.mul(LOG2E)
                 if km_t is not None:
                     logits = logits.masked_fill(~km_t[:, None, None, :], MASKED)
-                p = logits.sub_(lse[:, :, qs:qe, None]).clamp_(min=MIN_EXPONENT).exp_()  # [b, h, tq, tk]
+                lse2 = lse[:, :, qs:qe, None] * LOG2E
+                p = logits.sub_(lse2).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()  # [b, h, tq, tk]
                 dv[:, :, ks:ke] += torch.matmul(p.transpose(-1, -2), do_t)
                 dlogits = torch.matmul(do_t, v_t.transpose(-1, -2)).sub_(delta[:, :, qs:qe, None]).mul_(p)
                 draw = dlogits

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, UnknownOptionError
-from .attention import MIN_EXPONENT, ScoreMod
+from .attention import LOG2E, MIN_EXPONENT, ScoreMod
 
 __all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
 
@@ -28,9 +28,6 @@ METRICS = ("euclidean", "geodesic")
 #: query-key pairs per chunk of the bias evaluation: the ``h × F`` terms of one chunk (5 MB in float32 for
 #: 4 heads × 5 bases) stay in cache while they are evaluated and summed
 BIAS_CHUNK = 2**16
-#: the fast paths take ``exp(-b d²)`` as ``exp2(-b log₂e d²)``: torch evaluates exp2 about 40 % faster than
-#: exp on CPU (benchmarks/attention.py), and the factor folds into the rates for free
-LOG2E = math.log2(math.e)
 
 
 def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
@@ -194,7 +191,7 @@ class RBFBias(ScoreMod):
             if terms is None:
                 terms, buf = xq.new_empty(len(rows) * n), xq.new_empty(h * n)
             x = terms[: len(rows) * n].view(len(rows), n)
-            torch.mul(d2, neg_rate, out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
+            torch.mul(d2, neg_rate, out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()  # base 2: see LOG2E
             t = torch.mm(mix, x, out=buf[: h * n].view(h, n))
             out[:, :, r0:r1].copy_(t.view(h, b, r1 - r0, nk).transpose(0, 1))
         return out
