@@ -22,6 +22,7 @@ import torch
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from _common import machine, matmul_gflops, peak_rss_mb, save_json, timed, update_doc_section  # noqa: E402
 
+from geonp.allocator import keep_freed_memory  # noqa: E402
 from geonp.models.attention import dense_attention, tiled_attention  # noqa: E402
 from geonp.models.bias import RBFBias  # noqa: E402
 
@@ -61,6 +62,7 @@ def _accuracy(out, q, k, v, xq, xk, bias, n=256):
 
 def run_one(impl: str, nq: int, nk: int, mode: str) -> dict:
     """One measurement (called in a fresh subprocess)."""
+    keep_freed_memory()  # as inference does (geonp.allocator); GEONP_KEEP_FREED_MEMORY=0 turns it off
     torch.manual_seed(0)
     q, k, v, xq, xk, bias = _inputs(nq, nk, requires_grad=(mode == "fwd+bwd"))
     flops = 4.0 * nq * nk * HEADS * DIM * (3.0 if mode == "fwd+bwd" else 1.0)  # bwd ≈ 2× the fwd products

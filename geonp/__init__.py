@@ -17,6 +17,7 @@ import pyproj  # noqa: F401  isort: skip
 from importlib.metadata import PackageNotFoundError, version
 
 from . import accessor as _accessor  # noqa: F401  registers ds.np / da.np
+from .allocator import keep_freed_memory
 from .errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -51,6 +52,7 @@ __all__ = [
     "to_zarr",
     "Model",
     "load_model",
+    "keep_freed_memory",
     "GeonpError",
     "NoContextWarning",
     "InvalidBatchError",

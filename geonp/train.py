@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import torch
 from tqdm import tqdm
 
+from .allocator import keep_freed_memory
 from .checkpoint import load_training_state, save_training_state
 from .errors import CheckpointError, ConfigError, InvalidBatchError, NonFiniteError
 from .models import Batch, NeuralProcess
@@ -191,6 +192,7 @@ def train(
         )
     if resume and checkpoint is None:
         raise ConfigError("resume=True needs checkpoint=<path of a training checkpoint>; pass it or set resume=False.")
+    keep_freed_memory()  # tile-sized temporaries reuse freed memory (geonp.allocator)
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=config.betas)

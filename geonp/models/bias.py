@@ -157,17 +157,19 @@ class RBFBias(ScoreMod):
         return (self.rate().detach() * d2_min < torch.log(weight / tol)).tolist()  # log 0 = -inf: skipped
 
     def _chunks(self, xq: Tensor, xk: Tensor):
-        """Yield ``(r0, r1, d2)``: query rows ``r0:r1`` and their squared distances flattened to ``[1, n]``.
+        """Yield ``(j, r0, r1, d2)``: task ``j``'s query rows ``r0:r1`` and their squared distances ``[1, n]``.
 
-        A chunk holds about :data:`BIAS_CHUNK` query-key pairs, so that the ``h × F`` terms of one
-        chunk stay in the CPU cache while every term is evaluated (one pass per term over a whole
-        tile would stream it through memory ``4 h F`` times).
+        A chunk holds about :data:`BIAS_CHUNK` query-key pairs of one task, so that the ``h × F`` terms
+        of one chunk stay in the CPU cache while every term is evaluated (one pass per term over a
+        whole tile would stream it through memory ``4 h F`` times), and so that the chunk's rows of
+        ``[b, h, nq, nk]`` are one ``[h, n]`` view per task: written and read in place, never copied.
         """
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
-        rows = max(1, BIAS_CHUNK // max(1, b * nk))
-        for r0 in range(0, nq, rows):
-            r1 = min(nq, r0 + rows)
-            yield r0, r1, self.sqdist(xq[:, r0:r1], xk).reshape(1, -1)
+        rows = max(1, BIAS_CHUNK // max(1, nk))
+        for j in range(b):
+            for r0 in range(0, nq, rows):
+                r1 = min(nq, r0 + rows)
+                yield j, r0, r1, self.sqdist(xq[j : j + 1, r0:r1], xk[j : j + 1]).reshape(1, -1)
 
     def _rbf_sum(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor:
         """``Σ_f a_hf exp(-b_hf d²)`` → ``[b, h, nq, nk]``, evaluated chunk by chunk (see :meth:`_chunks`).
@@ -185,15 +187,14 @@ class RBFBias(ScoreMod):
         mix = xq.new_zeros(h, len(rows))  # per-head sums as one product: head i takes its own terms' weights
         for j, (i, f) in enumerate(rows):
             mix[i, j] = weight[i, f]
-        terms = buf = None  # flat buffers of the first (largest) chunk, viewed contiguously for each chunk
-        for r0, r1, d2 in self._chunks(xq, xk):
+        terms = None  # flat buffer of the first (largest) chunk, viewed contiguously for each chunk
+        for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
             if terms is None:
-                terms, buf = xq.new_empty(len(rows) * n), xq.new_empty(h * n)
+                terms = xq.new_empty(len(rows) * n)
             x = terms[: len(rows) * n].view(len(rows), n)
             torch.mul(d2, neg_rate, out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()  # base 2: see LOG2E
-            t = torch.mm(mix, x, out=buf[: h * n].view(h, n))
-            out[:, :, r0:r1].copy_(t.view(h, b, r1 - r0, nk).transpose(0, 1))
+            torch.mm(mix, x, out=out[j, :, r0:r1].view(h, n))  # [h, n] rows of the output, written in place
         return out
 
     def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
@@ -243,21 +244,19 @@ class RBFBias(ScoreMod):
         Evaluated chunk by chunk like :meth:`_rbf_sum`, every term of a chunk while it is in cache;
         the sums over pairs accumulate in float64.
         """
-        b, nk = xq.shape[0], xk.shape[1]
         h, nf = self.num_heads, self.num_bases
         rate, weight = self.rate().detach(), self.weight.detach()
         neg_rate = (-LOG2E * rate).reshape(-1, 1).to(xq.dtype)  # [h F, 1], base 2 (see LOG2E)
         g_weight = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)
         g_decay = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)  # Σ g d² exp(-b d²)
-        terms = g = gd = None  # flat buffers of the first (largest) chunk
-        for r0, r1, d2 in self._chunks(xq, xk):
+        terms = gd = None  # flat buffers of the first (largest) chunk
+        for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
             if terms is None:
-                terms, g, gd = xq.new_empty(h * nf * n), xq.new_empty(h * n), xq.new_empty(h * n)
+                terms, gd = xq.new_empty(h * nf * n), xq.new_empty(h * n)
             x = terms[: h * nf * n].view(h * nf, n)
             torch.mul(d2, neg_rate, out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
-            gc = g[: h * n].view(h, n)
-            gc.view(h, b, r1 - r0, nk).copy_(grad[:, :, r0:r1].transpose(0, 1))
+            gc = grad[j, :, r0:r1].reshape(h, n)  # a view when grad's rows are contiguous (they are here)
             gdc = torch.mul(gc, d2, out=gd[: h * n].view(h, n))
             xv = x.view(h, nf, n)
             for i in range(h):

@@ -1,0 +1,59 @@
+"""Keep freed memory in the process, so that tile-sized temporaries are not page-faulted afresh.
+
+Attention works on tiles of up to 64 MB, and every forward and backward pass allocates and frees
+many of them. glibc's ``malloc`` serves blocks above its mmap threshold (at most 32 MB) with fresh
+``mmap`` pages and returns them to the system on ``free``, so each new tile is page-faulted and
+zeroed by the kernel again: on the benchmark machine that was a quarter of a training step's CPU
+time (``docs/benchmarks.md``, "Allocator"). :func:`keep_freed_memory` raises glibc's mmap and trim
+thresholds (``mallopt``), so large blocks come from the heap and freed ones are reused, as
+PyTorch's own GPU allocator does.
+
+The cost: memory freed after a peak stays with the process (its resident size does not fall back),
+so the peak, not the current use, is what the process holds. :func:`geonp.train.train` and
+inference call it; set ``GEONP_KEEP_FREED_MEMORY=0`` to leave ``malloc`` as it is. On platforms
+without glibc it does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+__all__ = ["keep_freed_memory", "ENV"]
+
+#: environment variable: ``0`` turns :func:`keep_freed_memory` off
+ENV = "GEONP_KEEP_FREED_MEMORY"
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
+#: blocks up to this size come from the heap (larger ones, rare here, are still mapped and unmapped)
+MMAP_THRESHOLD = 1 << 30
+#: free memory at the top of the heap is returned to the system only beyond this much (mallopt takes an int)
+TRIM_THRESHOLD = 2**31 - 1
+_state: bool | None = None
+
+
+def keep_freed_memory() -> bool:
+    """Make glibc keep and reuse freed large blocks (once per process; later calls are free).
+
+    Returns
+    -------
+    bool
+        ``True`` when the thresholds are set (now or by an earlier call); ``False`` when the
+        platform has no glibc or ``GEONP_KEEP_FREED_MEMORY=0`` turns it off.
+    """
+    global _state
+    if _state is not None:
+        return _state
+    _state = False
+    if os.environ.get(ENV, "1").strip() == "0" or not sys.platform.startswith("linux"):
+        return _state
+    try:
+        libc = ctypes.CDLL(None)
+        if not hasattr(libc, "gnu_get_libc_version"):  # glibc only: musl's mallopt is a stub
+            return _state
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return _state
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    _state = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    return _state
