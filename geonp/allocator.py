@@ -4,7 +4,7 @@ Attention works on tiles of up to 64 MB, and every forward and backward pass all
 many of them. glibc's ``malloc`` serves blocks above its mmap threshold (at most 32 MB) with fresh
 ``mmap`` pages and returns them to the system on ``free``, so each new tile is page-faulted and
 zeroed by the kernel again: on the benchmark machine that was about 30 % of a training step's CPU
-time (``docs/benchmarks.md``, "Allocator"). :func:`keep_freed_memory` raises glibc's mmap and trim
+time (``docs/benchmarks.md``, "exp2 and the allocator"). :func:`keep_freed_memory` raises glibc's mmap and trim
 thresholds (``mallopt``), so large blocks come from the heap and freed ones are reused, as
 PyTorch's own GPU allocator does.
 
