@@ -5,8 +5,8 @@ out in a temporary ``git worktree``; the same child script times the shipped BSA
 (small preset, proximity features, position moments) in each, alternately A, B, A, B, ... so that
 both see the same machine load, with one torch thread. Shapes: the seeds' 2-D GP batch (8 tasks,
 512 context, 1024 targets) and a station-sized batch (8 × 170 context, 43 targets, time and two
-covariates). Where a ref has ``geonp.keep_freed_memory`` the child calls it first, as ``train`` and
-inference do. Prints and saves (``benchmarks/results/ab-commits.json``) the median process CPU-s per
+covariates). Where a ref has ``geonp.keep_freed_memory`` the child calls it first (``train`` does;
+inference may). Prints and saves (``benchmarks/results/ab-commits.json``) the median process CPU-s per
 step and per batch, and each side's loss, which must agree when a change is meant to be exact.
 """
 
@@ -31,7 +31,7 @@ sys.path.insert(0, sys.argv[1])
 import geonp
 from geonp.models import Batch, build_model
 torch.set_num_threads(1)
-if hasattr(geonp, "keep_freed_memory"):  # as train() and inference do, where the ref has it
+if hasattr(geonp, "keep_freed_memory"):  # as train() does, where the ref has it
     geonp.keep_freed_memory()
 nc, nt, td, cd = (int(a) for a in sys.argv[2:6])
 torch.manual_seed(0)

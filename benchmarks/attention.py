@@ -62,7 +62,7 @@ def _accuracy(out, q, k, v, xq, xk, bias, n=256):
 
 def run_one(impl: str, nq: int, nk: int, mode: str) -> dict:
     """One measurement (called in a fresh subprocess)."""
-    keep_freed_memory()  # as inference does (geonp.allocator); GEONP_KEEP_FREED_MEMORY=0 turns it off
+    keep_freed_memory()  # opt-in for inference (geonp.allocator); GEONP_KEEP_FREED_MEMORY=0 turns it off
     torch.manual_seed(0)
     q, k, v, xq, xk, bias = _inputs(nq, nk, requires_grad=(mode == "fwd+bwd"))
     flops = 4.0 * nq * nk * HEADS * DIM * (3.0 if mode == "fwd+bwd" else 1.0)  # bwd ≈ 2× the fwd products

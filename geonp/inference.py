@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .allocator import keep_freed_memory
 from .data.tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks
 from .errors import ConfigError, NoContextWarning
 from .models import Batch, NeuralProcess, model_from_config
@@ -142,7 +141,6 @@ def predict_tasks(
     Each target depends only on its own task, so the grouping never changes the result
     beyond float rounding.
     """
-    keep_freed_memory()  # tile-sized temporaries reuse freed memory (geonp.allocator)
     device = torch.device(device)
     out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(tasks)
     for group in _groups(tasks, batch_size):
