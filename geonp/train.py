@@ -18,7 +18,7 @@ from .allocator import keep_freed_memory
 from .checkpoint import load_training_state, save_training_state
 from .errors import CheckpointError, ConfigError, InvalidBatchError, NonFiniteError
 from .models import Batch, NeuralProcess
-from .models.attention import ScoreMod
+from .models.score import ScoreMod
 
 __all__ = ["DataSource", "TrainConfig", "TrainResult", "train", "lr_at"]
 

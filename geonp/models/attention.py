@@ -15,70 +15,23 @@ coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..errors import UnknownOptionError
 from .packing import spatial_order, take_points
+from .score import LOG2E, MASKED, MIN_EXPONENT, ScoreMod
 
-__all__ = ["ScoreMod", "attention", "dense_attention", "tiled_attention", "default_tiles", "BACKENDS"]
+__all__ = ["ScoreMod", "MASKED", "MIN_EXPONENT", "LOG2E", "attention", "dense_attention", "tiled_attention",
+           "default_tiles", "BACKENDS"]
 
 BACKENDS = ("auto", "tiled", "dense", "flex")
-#: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
-MASKED = -1e30
 #: default number of elements of one [b, h, q_tile, k_tile] tile (64 MB in float32)
 TILE_ELEMENTS = 2**24
 K_TILE = 1024
-#: exponents are clamped here: exp(-80) ≈ 2e-35 is zero at float32 precision, and CPUs evaluate
-#: exp up to ~40× slower once results fall into the denormal range
-MIN_EXPONENT = -80.0
-#: exponentials on the CPU's hot paths are taken as ``exp2(x log₂e)``: torch evaluates exp2 about 40 % faster
-#: than exp there (1.46 against 0.83 ns per element on the benchmark machine), and the factor folds into
-#: a scale that is applied anyway
-LOG2E = math.log2(math.e)
-
-
-class ScoreMod(nn.Module):
-    """How coordinates enter the attention logits.
-
-    Subclasses with ``additive = True`` implement :meth:`bias` and give logits
-    ``scores + bias(xq, xk)`` (the fast path).  Others implement
-    :meth:`forward` mapping scaled dot products and coordinates to logits.
-    """
-
-    additive: bool = True
-
-    def bias(self, xq: Tensor, xk: Tensor) -> Tensor:
-        """Bias ``[b, h or 1, nq, nk]`` from coordinates ``[b, nq, c]``, ``[b, nk, c]``."""
-        raise NotImplementedError
-
-    #: coordinate columns whose spread bounds the bias (set by biases that prune far tiles, see
-    #: :meth:`fast_bias`); attention then sorts points along them so that tiles are compact
-    order_columns: tuple[int, ...] = ()
-
-    def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
-        """Same values as :meth:`bias`, without autograd, as a new tensor the caller may modify.
-
-        ``None`` means the bias is zero on the whole tile to float precision (every term is below the
-        dtype's resolution): the caller adds nothing.
-        """
-        return self.bias(xq, xk)
-
-    def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
-        """Gradients of ``(grad * bias(xq, xk)).sum()`` for each trainable parameter.
-
-        Optional fast path of the backward pass (coordinates without gradients);
-        ``None`` means "use autograd on :meth:`bias`".
-        """
-        return None
-
-    def forward(self, scores: Tensor, xq: Tensor, xk: Tensor) -> Tensor:
-        """Logits ``[b, h, nq, nk]`` from scaled dot products ``scores`` and coordinates."""
-        return scores + self.bias(xq, xk)
 
 
 def default_tiles(b: int, h: int, nq: int, nk: int, elements: int = TILE_ELEMENTS) -> tuple[int, int]:

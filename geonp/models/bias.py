@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, UnknownOptionError
-from .attention import LOG2E, MIN_EXPONENT, ScoreMod
+from .score import LOG2E, MIN_EXPONENT, ScoreMod
 
 __all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
 

@@ -46,7 +46,7 @@ def flex_attention_biased(q: Tensor, k: Tensor, v: Tensor, score, xq: Tensor | N
                 f"{type(score).__name__} has no flex_attention form; use backend='tiled' (or 'auto') for it."
             )
         terms = make(xq, xk)
-    from .attention import MASKED
+    from .score import MASKED
 
     def score_mod(s, b, h, i, j):
         for term in terms:

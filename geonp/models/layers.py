@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import ScoreMod, attention
+from .attention import attention
+from .score import ScoreMod
 
 __all__ = ["MLP", "PositionMoments", "MultiHeadAttention", "KRBlock", "GaussianHead"]
 

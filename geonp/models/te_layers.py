@@ -22,9 +22,10 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .attention import K_TILE, MASKED, MIN_EXPONENT, attention, tiled_attention
+from .attention import K_TILE, attention, tiled_attention
 from .bias import TEScore
 from .layers import MLP, MultiHeadAttention
+from .score import MASKED, MIN_EXPONENT
 
 __all__ = ["TEAttention", "TEBlock", "PseudoLocations", "TE_TILE_ELEMENTS"]
 
