@@ -12,6 +12,7 @@ from test_bsa_tnp import TINY
 
 from geonp.errors import ConfigError
 from geonp.models import Batch, build_model
+from geonp.models.bias import pairwise_sqdist
 from geonp.models.bsa_tnp import with_proximity_features
 from geonp.models.proximity import num_proximity_features, proximity_features
 
@@ -49,6 +50,27 @@ def test_proximity_features__equal_brute_force(space_dims, time_dims, chunk):
     mc = torch.rand(2, 25, generator=g) > 0.3
     got = proximity_features(xt, xc, mc, space_dims, time_dims, chunk=chunk)
     torch.testing.assert_close(got, _brute(xt, xc, mc, space_dims, time_dims))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "geodesic"])
+def test_proximity_features__slices_bounded_by_pairs(monkeypatch, metric):
+    """By default no distance matrix holds more than PAIRS query-context pairs, and the result is unchanged."""
+    import geonp.models.proximity as prox
+
+    monkeypatch.setattr(prox, "PAIRS", 600)
+    sizes = []
+
+    def spy(xq, xk):
+        sizes.append(xq.shape[0] * xq.shape[1] * xk.shape[1])
+        return pairwise_sqdist(xq, xk)
+
+    monkeypatch.setattr(prox, "pairwise_sqdist", spy)
+    g = torch.Generator().manual_seed(1)
+    xc = torch.rand(2, 40, 3, generator=g, dtype=torch.float64) * 10
+    xt = torch.rand(2, 50, 3, generator=g, dtype=torch.float64) * 10
+    got = proximity_features(xt, xc, None, 2, 1, metric)
+    assert len(sizes) > 1 and max(sizes) <= 600
+    torch.testing.assert_close(got, proximity_features(xt, xc, None, 2, 1, metric, chunk=50))
 
 
 def test_proximity_features__own_frame_distance_for_a_persistent_hole():

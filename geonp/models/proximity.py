@@ -25,8 +25,9 @@ from .bias import great_circle_sqdist, pairwise_sqdist
 
 __all__ = ["num_proximity_features", "proximity_features"]
 
-#: targets per slice when measuring distances, bounding memory to ``b × chunk × nc`` floats
-CHUNK = 2048
+#: query-context pairs per slice when measuring distances: a few ``[b, slice, nc]`` float tensors of
+#: 8 MB each, whatever the number of context points (1M targets × 10K context stays in tens of MB)
+PAIRS = 2**21
 #: context times within this of the nearest one count as "nearest in time" (time units)
 TIME_TOL = 1e-4
 
@@ -40,7 +41,7 @@ def num_proximity_features(space_dims: int, time_dims: int) -> int:
 
 def proximity_features(
     xt: Tensor, xc: Tensor, mc: Tensor | None, space_dims: int, time_dims: int, metric: str = "euclidean",
-    chunk: int = CHUNK,
+    chunk: int | None = None,
 ) -> Tensor:
     """Distance features ``[b, nt, k]`` of targets ``xt [b, nt, x]`` to the context ``xc [b, nc, x]``.
 
@@ -54,8 +55,9 @@ def proximity_features(
         Number of space and time columns.
     metric : {"euclidean", "geodesic"}
         Space metric; ``"geodesic"`` reads the space columns as longitude, latitude in degrees.
-    chunk : int
-        Targets per slice (memory bound).
+    chunk : int, optional
+        Targets per slice. By default as many as keep a slice's ``b × chunk × nc`` distances
+        within :data:`PAIRS`, so that memory is bounded whatever the sizes.
 
     Returns
     -------
@@ -66,27 +68,28 @@ def proximity_features(
     b, nt, _ = xt.shape
     if k == 0 or nt == 0:
         return xt.new_zeros(b, nt, k)
+    if chunk is None:
+        chunk = max(1, PAIRS // max(1, b * xc.shape[1]))
     s_cols, t_cols = slice(0, space_dims), slice(space_dims, space_dims + time_dims)
     sqdist = great_circle_sqdist if metric == "geodesic" else pairwise_sqdist
     invalid = None if mc is None else ~mc[:, None, :]
-    out = []
+    out = xt.new_empty(b, nt, k)
     for s in range(0, nt, chunk):
         q = xt[:, s : s + chunk]
-        feats = []
+        col = 0
         if time_dims:
             dt2 = pairwise_sqdist(q[..., t_cols], xc[..., t_cols])
             if invalid is not None:
-                dt2 = dt2.masked_fill(invalid, float("inf"))
+                dt2.masked_fill_(invalid, float("inf"))
             dt2_min = dt2.amin(-1, keepdim=True)
-            feats.append(dt2_min)
+            out[:, s : s + chunk, col : col + 1] = dt2_min
+            col += 1
         if space_dims:
             ds2 = sqdist(q[..., s_cols], xc[..., s_cols])
             if invalid is not None:
-                ds2 = ds2.masked_fill(invalid, float("inf"))
-            feats.append(ds2.amin(-1, keepdim=True))
-            if time_dims:
-                dt = dt2.sqrt()
-                nearest = dt <= dt2_min.sqrt() + TIME_TOL
-                feats.append(ds2.masked_fill(~nearest, float("inf")).amin(-1, keepdim=True))
-        out.append(torch.log1p(torch.cat(feats, -1).clamp_min(0).sqrt()))
-    return torch.cat(out, 1)
+                ds2.masked_fill_(invalid, float("inf"))
+            out[:, s : s + chunk, col : col + 1] = ds2.amin(-1, keepdim=True)
+            if time_dims:  # nearest in time: |dt| <= |dt|_min + TIME_TOL, compared squared (no sqrt per pair)
+                far = dt2 > (dt2_min.sqrt() + TIME_TOL).square()
+                out[:, s : s + chunk, col + 1 : col + 2] = ds2.masked_fill_(far, float("inf")).amin(-1, keepdim=True)
+    return torch.log1p(out.clamp_min_(0).sqrt_())
