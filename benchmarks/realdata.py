@@ -219,6 +219,7 @@ import pyproj, sys, time, resource
 import numpy as np, dask.array as dsa, xarray as xr, pandas as pd
 import geonp
 ny, nx, nt, tile = (int(a) for a in sys.argv[1:5])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # after the imports
 lat = np.linspace(60, 60 - 0.25 * (ny - 1), ny); lon = np.linspace(-20, -20 + 0.25 * (nx - 1), nx)
 def block(block_id=None, **_):
     t, i, j = block_id
@@ -237,17 +238,21 @@ print(time.perf_counter() - t0, time.process_time() - c0, resource.getrusage(res
 
 
 def scaling(args) -> dict:
+    """Peak memory of a lazy infill to Zarr against the grid size (same chunks) and the chunk size (same grid)."""
     import tempfile
 
     out = {"machine": machine(), "results": {}}
-    for ny, nx in ((64, 128), (192, 448)):  # 8 192 and 86 016 cells per frame: 10.5x
+    # 192 x 192 (3 x 3 tiles of 64, one of them interior) and 576 x 640 (9 x 10 tiles): 10x the values;
+    # then the small grid with tiles of 32 and 128 cells
+    for ny, nx, tile in ((192, 192, 64), (576, 640, 64), (192, 192, 32), (192, 192, 128)):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-c", _SCALING_CHILD, str(ny), str(nx), str(args.frames), "64", f"{tmp}/o.zarr"]
-            wall, cpu, rss = map(float, subprocess.run(cmd, check=True, capture_output=True, text=True)
-                                 .stdout.split()[-3:])
-        key = f"{ny}x{nx}x{args.frames}"
+            cmd = [sys.executable, "-c", _SCALING_CHILD, str(ny), str(nx), str(args.frames), str(tile), f"{tmp}/o.zarr"]
+            wall, cpu, base, rss = map(float, subprocess.run(cmd, check=True, capture_output=True, text=True)
+                                       .stdout.split()[-4:])
+        key = f"{ny}x{nx}x{args.frames} / {tile}"
         out["results"][key] = {"values": ny * nx * args.frames, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-                               "peak_rss_mb": round(rss, 1), "chunk": "time 4 x 64 x 64"}
+                               "import_rss_mb": round(base, 1), "peak_rss_mb": round(rss, 1),
+                               "chunk": f"time 4 x {tile} x {tile}"}
         print(key, out["results"][key], flush=True)
     return out
 
@@ -339,10 +344,15 @@ def doc() -> None:
         lines.append("")
     sc = _load("scaling")
     if sc:
-        lines += ["**Memory vs data size** (lazy synthetic grid → Zarr, chunks of 4 frames × 64 × 64 cells)", "",
-                  "| grid | values | wall s | CPU s | peak RSS MB |", "|---|---|---|---|---|"]
+        m = sc["machine"]
+        lines += [f"**Memory vs data size and chunk size** (lazy synthetic grid, 10 % observed → Zarr, BSA-TNP ±1 "
+                  f"frame, 2 dask threads; {m.get('date', '')}, {m.get('cpu', '')})", "",
+                  "| grid | chunk (frames × cells) | values | wall s | CPU s | RSS after imports MB | peak RSS MB |",
+                  "|---|---|---|---|---|---|---|"]
         for label, r in sc["results"].items():
-            lines.append(f"| {label} | {r['values']:,} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['peak_rss_mb']:.0f} |")
+            chunk = r["chunk"].replace("time ", "")
+            lines.append(f"| {label.split(' /')[0]} | {chunk} | {r['values']:,} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
+                         f"{r.get('import_rss_mb', float('nan')):.0f} | {r['peak_rss_mb']:.0f} |")
     update_doc_section("realdata-geonp", "\n".join(lines))
 
 
@@ -363,7 +373,7 @@ def main() -> None:
                         help="era5-forecast: shipped models also run with reference='none' (a row each)")
     parser.add_argument("--step-hours", type=int, default=6, help="ERA5 infill eval frame spacing")
     parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"])
-    parser.add_argument("--frames", type=int, default=8, help="frames of the scaling grids")
+    parser.add_argument("--frames", type=int, default=4, help="frames of the scaling grids")
     parser.add_argument("--kinds", nargs="+", default=["random", "block"], choices=["random", "block"],
                         help="ERA5 infill masks to run (each saved as realdata-era5-infill-<kind>.json)")
     parser.add_argument("--doc", action="store_true", help="rebuild the docs section from saved results")

@@ -53,6 +53,7 @@ def test_nearest_distance_matches_brute_force():
     pts, others = rng.uniform(0, 50, (3000, 2)), rng.uniform(0, 50, (700, 2))
     brute = np.sqrt(((pts[:, None] - others[None]) ** 2).sum(-1)).min(1)
     np.testing.assert_allclose(nearest_distance(pts, others, chunk=256), brute, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(nearest_distance(pts, others), brute, rtol=1e-6, atol=1e-5)  # default: by pairs
     assert np.isinf(nearest_distance(pts[:3], np.zeros((0, 2)))).all()
 
 

@@ -208,17 +208,18 @@ def forecast_tasks(
     return tasks
 
 
-def nearest_distance(points: np.ndarray, others: np.ndarray, chunk: int = 2048) -> np.ndarray:
+def nearest_distance(points: np.ndarray, others: np.ndarray, chunk: int | None = None) -> np.ndarray:
     """Distance from each of ``points`` ``[n, d]`` to the nearest of ``others`` ``[m, d]`` (inf when ``m = 0``).
 
     Squared distances come from one matrix product per chunk of ``chunk`` points (memory
-    ``chunk × m``).
+    ``chunk × m``; by default about 2^20 pairs, 8 MB, whatever ``m``).
     """
     points, others = np.asarray(points, dtype=np.float64), np.asarray(others, dtype=np.float64)
     out = np.full(len(points), np.inf)
     if len(others) == 0:
         return out
     oo = (others * others).sum(1)
+    chunk = chunk or max(1, 2**20 // len(others))
     for lo in range(0, len(points), chunk):
         p = points[lo : lo + chunk]
         d2 = (p * p).sum(1)[:, None] + oo[None, :] - 2.0 * (p @ others.T)
