@@ -233,7 +233,7 @@ ds = xr.Dataset({'v': (('time', 'lat', 'lon'), arr)},
 t0, c0 = time.perf_counter(), time.process_time()
 out = ds.np.infill('v', time_window=1, chunks={'time': 4, 'lat': tile, 'lon': tile}, halo=4.0)
 geonp.to_zarr(out, sys.argv[5], progress=False)
-print(time.perf_counter() - t0, time.process_time() - c0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(time.perf_counter() - t0, time.process_time() - c0, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
