@@ -1,7 +1,8 @@
 """CPU cost of one training step and one inference batch per model, at the seeds' 2-D GP shape.
 
 Batch 8, 512 context, 1024 targets, 2-D space (003 §5.1). Median of ``--repeats`` runs after one
-warm-up, process CPU-seconds and wall seconds, one torch thread (``--threads`` to change).
+warm-up, process CPU-seconds and wall seconds, one torch thread (``--threads`` to change), with
+``geonp.keep_freed_memory()`` on as ``train()`` turns it on (``--no-keep-freed-memory`` to compare).
 The papers' reference code on this machine (docs/baselines.md): BSA-TNP (JAX) 18.0 CPU-s per
 training step and 10.6 per inference batch; TE-PT-TNP (PyTorch) 21.3 and 8.3.
 
@@ -20,6 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, save_json, timed, update_doc_section  # noqa: E402
 
+from geonp.allocator import keep_freed_memory  # noqa: E402
 from geonp.models import Batch, build_model  # noqa: E402
 
 #: (model, preset, architecture overrides); the shipped BSA-TNP adds proximity features and position moments
@@ -67,17 +69,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-keep-freed-memory", dest="keep", action="store_false",
+                        help="leave glibc's allocator as it is (train() turns keep_freed_memory on)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    kept = keep_freed_memory() if args.keep else False
     info = machine()
     rows = []
     for name, preset, overrides in CASES:
         rows.append(measure(name, preset, args.repeats, overrides))
         print(rows[-1], file=sys.stderr)
-    save_json("step_cost", {"machine": info, "threads": args.threads, "rows": rows})
+    save_json("step_cost", {"machine": info, "threads": args.threads, "keep_freed_memory": bool(kept), "rows": rows})
     lines = [
         f"Run {info['date']} on {info['cpu']} ({info['device']}), torch {info['torch']}, {args.threads} torch "
-        f"thread(s); batch 8 × 512 context × 1024 targets, 2-D; median of {args.repeats} (1 for te-tnp). "
+        f"thread(s); batch 8 × 512 context × 1024 targets, 2-D; median of {args.repeats} (1 for te-tnp); "
+        f"keep_freed_memory {'on, as train() has it' if kept else 'off'}. "
         "Regenerate: `python benchmarks/step_cost.py`.",
         "",
         "| model | preset | params | train CPU-s / step | train wall s | infer CPU-s / batch | infer wall s | "
