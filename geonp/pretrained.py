@@ -78,7 +78,8 @@ def pretrained_metadata(name: str) -> dict:
 
 def pretraining_recipe(
     name: str, *, max_cpu_time: float, seed: int = 0, hole_probability: float = 0.5,
-    noise_std_range: tuple[float, float] = (0.01, 0.3), **overrides
+    noise_std_range: tuple[float, float] = (0.01, 0.3), num_locations: tuple[int, int] = (64, 256),
+    max_points: int = 1500, lattice_probability: float = 0.0, **overrides
 ) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
     """Model, data and training configuration used for the shipped weights.
 
@@ -86,12 +87,16 @@ def pretraining_recipe(
     ``noise_std_range`` the log-uniform prior of the observation noise std relative to the signal
     std (see :class:`~geonp.synthetic.SpaceTimeGP`). Raising its top to 1.0 (a station nugget as large
     as the spatial signal) made the weights *more* confident on real data, not less (docs/benchmarks.md),
-    so the shipped weights end on 0.01–0.3. ``overrides`` replace architecture overrides.
+    so the shipped weights end on 0.01–0.3. ``num_locations`` and ``max_points`` set the task sizes
+    (locations per task, context + targets per task) and ``lattice_probability`` the share of batches
+    laid out on a regular grid, as gridded products are. ``overrides`` replace architecture overrides.
     """
     if name not in OVERRIDES:
         raise UnknownOptionError(f"no pretraining recipe for {name!r}; expected one of {tuple(OVERRIDES)}.")
     model = build_model(name, preset="small", space_dims=2, time_dims=1, **{**OVERRIDES[name], **overrides})
-    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability, noise_std_range=tuple(noise_std_range))
+    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability, noise_std_range=tuple(noise_std_range),
+                       num_locations=tuple(num_locations), max_points=max_points,
+                       lattice_probability=lattice_probability)
     config = TrainConfig(
         max_cpu_time=max_cpu_time, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=100,
         val_every=500, val_batches=8, seed=seed, progress=False,

@@ -60,6 +60,11 @@ def _stages(stages: list[dict]) -> str:
     out = []
     for st in stages:
         what = [f"noise up to {st['noise_std_range'][1]:g}"] if "noise_std_range" in st else []
+        if st.get("num_locations", [64, 256]) != [64, 256]:
+            lo, hi = st["num_locations"]
+            what.append(f"{lo}–{hi} locations, at most {st['max_points']} points")
+        if st.get("lattice_probability"):
+            what.append(f"{st['lattice_probability']:.0%} of batches on a grid")
         what += [f"{k}={v}" for k, v in st.get("overrides", {}).items()]
         extra = f" ({', '.join(what)})" if what else ""
         out.append(f"{st['steps']} steps / {st['train_cpu_s'] / 60:.0f} min{extra}")
@@ -113,6 +118,11 @@ def main() -> None:
     parser.add_argument("--holes", type=float, default=0.5, help="share of infill batches with a persistent hole")
     parser.add_argument("--noise-max", type=float, default=0.3,
                         help="largest observation noise std of the prior (relative to the signal; smallest 0.01)")
+    parser.add_argument("--locations", type=int, nargs=2, default=(64, 256), metavar=("MIN", "MAX"),
+                        help="range of locations per task (larger tasks: dense grids with thousands of context points)")
+    parser.add_argument("--lattice", type=float, default=0.0,
+                        help="share of batches whose locations are a regular grid (as gridded data are)")
+    parser.add_argument("--max-points", type=int, default=1500, help="cap on context + targets per task")
     parser.add_argument("--no-proximity", action="store_true",
                         help="bsa-tnp without the distance-to-data features (for comparison)")
     parser.add_argument("--moments", type=int, default=None,
@@ -134,7 +144,9 @@ def main() -> None:
         extra["position_moments"] = args.moments
     model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed,
                                              hole_probability=args.holes,
-                                             noise_std_range=(0.01, args.noise_max), **extra)
+                                             noise_std_range=(0.01, args.noise_max),
+                                             num_locations=tuple(args.locations), max_points=args.max_points,
+                                             lattice_probability=args.lattice, **extra)
     stages = []
     if args.resume:
         source = args.source or WEIGHTS_DIR / PRETRAINED[args.model]
@@ -147,6 +159,8 @@ def main() -> None:
     result = train(model, data, config, val_data=data)
     stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr,
                         "noise_std_range": list(data.noise_std_range), "hole_probability": data.hole_probability,
+                        "num_locations": list(data.num_locations), "max_points": data.max_points,
+                        "lattice_probability": data.lattice_probability,
                         "overrides": {k: v for k, v in extra.items()}}]
     meta = recipe_metadata(data, config)
     overrides = {**OVERRIDES[args.model], **extra}

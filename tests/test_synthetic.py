@@ -191,6 +191,33 @@ def test_spacetime__hole_probability_zero_draws_as_before():
     torch.testing.assert_close(a.xt, b.xt)
 
 
+def test_spacetime__lattice_locations_are_grid_cells():
+    """lattice_probability=1: the locations are the cells of one regular grid filling the square."""
+    g = SpaceTimeGP(mode="forecast", num_locations=(100, 100), window=(1, 1), lattice_probability=1.0,
+                    standardise=False)
+    for seed in range(3):
+        batch, params = g.sample_with_params(2, gen(seed))
+        half = float(params["domain_side"][0]) / 2
+        assert batch.xt[..., :2].abs().max() <= half  # inside the square, offset included
+        for i in range(2):
+            pts = batch.xt[i, :, :2]  # forecast targets: every location
+            cols, rows = pts[:, 0].unique(), pts[:, 1].unique()
+            assert len(cols) * len(rows) == pts.shape[0]  # a full rows × cols grid
+            assert 90 <= pts.shape[0] <= 110  # about num_locations cells
+            for axis in (cols, rows):  # equal spacing along each axis
+                step = axis.diff()
+                torch.testing.assert_close(step, step.mean().expand_as(step))
+        assert 0.5 / 1.5 <= float(len(cols)) / len(rows) <= 2.0 * 1.5  # aspect log-uniform on [0.5, 2]
+
+
+def test_spacetime__lattice_probability_zero_draws_as_before():
+    """lattice_probability=0 consumes no random numbers: the draws equal the default generator's."""
+    a = SpaceTimeGP(num_locations=(20, 30), hole_probability=0.5).sample(2, gen(5))
+    b = SpaceTimeGP(num_locations=(20, 30), hole_probability=0.5, lattice_probability=0.0).sample(2, gen(5))
+    torch.testing.assert_close(a.yc, b.yc)
+    torch.testing.assert_close(a.xt, b.xt)
+
+
 def test_spacetime__forecast_layout():
     """Forecast: context in past frames -k..0, all targets at one lead 1..H."""
     g = SpaceTimeGP(mode="forecast", num_locations=(20, 20), window=(3, 3), max_lead=4)
@@ -430,6 +457,7 @@ def test_metrics__hand_made_values_and_mask():
         (lambda: SpaceTimeGP(max_lead=0), ConfigError, "max_lead=0"),
         (lambda: SpaceTimeGP(hole_probability=1.5), ConfigError, "hole_probability=1.5"),
         (lambda: SpaceTimeGP(hole_fraction=(0.1, 1.0)), ConfigError, "fractions below 1"),
+        (lambda: SpaceTimeGP(lattice_probability=-0.1), ConfigError, "lattice_probability=-0.1"),
         (lambda: GP2D().sample(0, gen()), ConfigError, "batch_size is 0"),
         (lambda: GP2D().sample(2, 0), ConfigError, "expected a torch.Generator"),
         (lambda: gp_posterior(GP1D(num_targets=2).sample(1, gen()), {}, noisy_targets=True), ConfigError,

@@ -94,6 +94,10 @@ class SpaceTimeGP(GPGenerator):
         Share of infill batches with a hole missing from every frame.
     hole_fraction : tuple of float
         Range of the hole's share of the locations (uniform, one value per batch).
+    lattice_probability : float
+        Share of batches whose locations are the cells of a regular grid (like a gridded product)
+        rather than uniform in the square: ``r × c ≈ N_loc`` cells filling the square, the cell
+        aspect ratio log-uniform on [0.5, 2] per batch (lat/lon cells are rarely square in metres).
     max_points : int
         Cap on context + target points per task.
     standardise : bool
@@ -124,6 +128,7 @@ class SpaceTimeGP(GPGenerator):
     observed_fraction: tuple[float, float] = (0.1, 0.9)
     hole_probability: float = 0.0
     hole_fraction: tuple[float, float] = (0.03, 0.3)
+    lattice_probability: float = 0.0
     max_points: int = 1500
     standardise: bool = True
     noisy_targets: bool = True
@@ -164,6 +169,10 @@ class SpaceTimeGP(GPGenerator):
         if not 0.0 <= self.hole_probability <= 1.0:
             raise ConfigError(
                 f"hole_probability={self.hole_probability!r} is not valid; expected a number in [0, 1]."
+            )
+        if not 0.0 <= self.lattice_probability <= 1.0:
+            raise ConfigError(
+                f"lattice_probability={self.lattice_probability!r} is not valid; expected a number in [0, 1]."
             )
         check_range("hole_fraction", self.hole_fraction)
         if self.hole_fraction[1] >= 1.0:
@@ -213,9 +222,21 @@ class SpaceTimeGP(GPGenerator):
             self.hole_probability
         ):
             hole = float(uniform((), *self.hole_fraction, generator))
+        # draws nothing when lattice_probability is 0, so the batches stay those of earlier versions
+        lattice = bool(self.lattice_probability) and float(torch.rand((), generator=generator)) < (
+            self.lattice_probability
+        )
+        if lattice:
+            aspect = float(log_uniform((), 0.5, 2.0, generator))
+            rows = max(2, round(math.sqrt(n_loc * aspect)))
+            cols = max(2, round(n_loc / rows))
+            n_loc = rows * cols
         n_loc, counts, nt, m = self._counts(n_loc, fractions, forecast, hole)
         side = math.sqrt(sum(counts) / len(counts))
-        loc = uniform((b, n_loc, 2), -0.5 * side, 0.5 * side, generator)
+        if lattice:
+            loc = _lattice(b, n_loc, rows, cols, side, generator)
+        else:
+            loc = uniform((b, n_loc, 2), -0.5 * side, 0.5 * side, generator)
 
         codes = torch.tensor([kernel_code(name) for name in self.space_kernels], dtype=torch.long)
         kernel = codes[torch.randint(0, len(codes), (b,), generator=generator)]
@@ -290,6 +311,21 @@ class SpaceTimeGP(GPGenerator):
             hole_size=torch.full((b,), m, dtype=torch.long),
         )
         return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
+
+
+def _lattice(b: int, n_loc: int, rows: int, cols: int, side: float, generator: torch.Generator) -> Tensor:
+    """``[b, n_loc, 2]`` cells of a ``rows × cols`` grid filling a square of ``side``.
+
+    If ``n_loc`` was cut below ``rows × cols`` to fit ``max_points``, the grid keeps its shape and a
+    random subset of ``n_loc`` cells is kept. A random offset of less than a cell moves the grid.
+    """
+    dy, dx = side / rows, side / cols
+    r, c = torch.meshgrid(torch.arange(rows, dtype=torch.float64), torch.arange(cols, dtype=torch.float64),
+                          indexing="ij")
+    cells = torch.stack([(c.reshape(-1) + 0.5) * dx, (r.reshape(-1) + 0.5) * dy], -1) - 0.5 * side
+    keep = torch.rand((b, rows * cols), generator=generator).argsort(dim=1)[:, :n_loc]
+    offset = uniform((b, 1, 2), -0.5, 0.5, generator) * torch.tensor([dx, dy], dtype=torch.float64)
+    return cells[keep] + offset
 
 
 def _frame_points(loc: Tensor, idx: Tensor, t: float) -> Tensor:
