@@ -6,9 +6,14 @@
 * ``te-local``: zero-shot TE-PT-TNP ERA5 infill (random and block masks, 7 of the 28 eval frames),
   on the whole grid and in small spatial chunks with a small halo, space only (``time_window=0``)
   and ±3 h. Question: does a local context help a model whose 16 pseudo-tokens summarise all of it?
+* ``bsa-local``: the same for zero-shot BSA-TNP at the benchmark's time windows (random ±3 h, block
+  ±1 h), chunks of 16 and 12 cells with halos of 4 and 6 model units, and ``geonp demo``'s field
+  (seeds 0 and 1) with chunks of 16 cells and halo 3. Question: is a context window centred on each
+  chunk better than the whole grid for a model pretrained on domains of at most ~15 spacing units?
 
 Run ``python benchmarks/probes.py forecast-frames`` (about 25 CPU-minutes) or
-``python benchmarks/probes.py te-local`` (about 15 CPU-minutes). Results:
+``python benchmarks/probes.py te-local`` (about 15 CPU-minutes) or ``python benchmarks/probes.py
+bsa-local [--weights PATH]`` (about 15 CPU-minutes). Results:
 ``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes"); ``--doc``
 rebuilds the forecast table there from the saved results.
 """
@@ -59,29 +64,68 @@ def forecast_frames(frames: list[int]) -> list[dict]:
     return out
 
 
-def te_local() -> list[dict]:
-    """Zero-shot TE-PT-TNP infill on the whole grid and in small chunks, per mask kind and time window."""
+def local(model, windows: dict, tilings: list) -> list[dict]:
+    """Zero-shot infill on the whole grid and in spatial chunks, per mask kind and time window.
+
+    ``windows`` maps a mask kind to its time windows; ``tilings`` lists ``(chunk cells, halo)``
+    pairs, ``(None, None)`` for the whole grid.
+    """
     da = rt.load_era5()
     ev = rt.era5_eval_times(6)[::4]
     out = []
-    for kind in ("random", "block"):
+    for kind, tws in windows.items():
         vals = da.values.copy()
         scored = {}
         for i in range(vals.shape[0]):
             hide, scored[i] = rt.era5_infill_mask(int(i), kind=kind)
             vals[i][hide] = np.nan
-        for tw in (0, 3):
-            ds = da.copy(data=vals).isel(time=slice(int(ev[0]) - tw, int(ev[-1]) + tw + 1)).to_dataset(name="t2m")
-            for chunks, halo in [(None, None), (6, 2.0), (8, 3.0)]:
+        for tw in tws:
+            for chunks, halo in tilings:
                 kw = {} if chunks is None else {"chunks": {"latitude": chunks, "longitude": chunks}, "halo": halo}
-                c0 = time.process_time()
-                pred = ds.np.infill("t2m", model="te-pt-tnp", time_window=tw, **kw).compute()
-                rows = [rt.scores(da.values[i][scored[i]], pred.t2m_mean.sel(time=da.time[i]).values[scored[i]],
-                                  pred.t2m_std.sel(time=da.time[i]).values[scored[i]]) for i in ev]
+                c0, rows = time.process_time(), []
+                for i in ev:  # each eval frame with its own ±tw window: only the frames scored are predicted
+                    ds = da.copy(data=vals).isel(time=slice(int(i) - tw, int(i) + tw + 1)).to_dataset(name="t2m")
+                    pred = ds.np.infill("t2m", model=model, time_window=tw, **kw).isel(time=tw)
+                    rows.append(rt.scores(da.values[i][scored[i]], pred.t2m_mean.values[scored[i]],
+                                          pred.t2m_std.values[scored[i]]))
                 res = {"kind": kind, "time_window": tw, "chunk_cells": chunks, "halo": halo, **_mean(rows),
                        "cpu_s": time.process_time() - c0}
                 out.append(res)
                 print({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, flush=True)
+    return out
+
+
+def te_local() -> list[dict]:
+    """Zero-shot TE-PT-TNP infill on the whole grid and in small chunks (space only and ±3 h)."""
+    return local("te-pt-tnp", {"random": (0, 3), "block": (0, 3)}, [(None, None), (6, 2.0), (8, 3.0)])
+
+
+def bsa_local(weights: str) -> list[dict]:
+    """Zero-shot BSA-TNP on the whole grid and in chunks: ERA5 at the benchmark's windows, and the demo."""
+    from torch.distributions import Normal
+
+    from geonp import demo
+    from geonp.metrics import gaussian_scores
+
+    tilings = [(None, None), (16, 4.0), (12, 6.0)]
+    out = local(weights, {"random": (3,), "block": (1,)}, tilings)
+    mid = demo.FRAMES // 2
+    for chunks, halo in [(None, None), (16, 3.0)]:
+        rows, c0 = [], time.process_time()
+        for seed in (0, 1):
+            draw = demo._draw(seed)
+            ds, _ = demo._dataset(draw)
+            kw = {} if chunks is None else {"chunks": {"x": chunks, "y": chunks}, "halo": halo}
+            pred = ds.np.infill(demo.VAR, model=weights, **kw).isel(time=mid)
+            gap = ~draw.observed[mid].numpy()
+            mean = pred[f"{demo.VAR}_mean"].values.reshape(-1)[gap].astype(np.float64) - demo.BASE_K
+            std = pred[f"{demo.VAR}_std"].values.reshape(-1)[gap].astype(np.float64)
+            truth = draw.y[mid][torch.from_numpy(gap)]
+            rows.append(gaussian_scores(Normal(torch.from_numpy(mean), torch.from_numpy(std)), truth))
+        res = {"kind": "demo", "time_window": demo.FRAMES // 2, "chunk_cells": chunks, "halo": halo, **_mean(rows),
+               "cpu_s": time.process_time() - c0}
+        out.append(res)
+        print({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, flush=True)
     return out
 
 
@@ -100,14 +144,19 @@ def forecast_table(data: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=["forecast-frames", "te-local"])
+    parser.add_argument("probe", choices=["forecast-frames", "te-local", "bsa-local"])
+    parser.add_argument("--weights", default="bsa-tnp", help="bsa-local: a weights file instead of the shipped ones")
+    parser.add_argument("--name", default=None, help="results name (default: the probe's)")
     parser.add_argument("--frames", type=int, nargs="+", default=[2, 4, 8], help="past frames (forecast-frames)")
     parser.add_argument("--doc", action="store_true", help="only rebuild the docs table from saved results")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.doc:
-        rows = forecast_frames(args.frames) if args.probe == "forecast-frames" else te_local()
-        save_json(f"probe-{args.probe}", {"machine": machine(), "rows": rows})
+        if args.probe == "forecast-frames":
+            rows = forecast_frames(args.frames)
+        else:
+            rows = te_local() if args.probe == "te-local" else bsa_local(args.weights)
+        save_json(f"probe-{args.name or args.probe}", {"machine": machine(), "weights": args.weights, "rows": rows})
     if args.probe == "forecast-frames":
         saved = json.loads((RESULTS / "probe-forecast-frames.json").read_text())
         update_doc_section("probe-forecast", forecast_table(saved))
