@@ -10,10 +10,15 @@
   ±1 h), chunks of 16 and 12 cells with halos of 4 and 6 model units, and ``geonp demo``'s field
   (seeds 0 and 1) with chunks of 16 cells and halo 3. Question: is a context window centred on each
   chunk better than the whole grid for a model pretrained on domains of at most ~15 spacing units?
+* ``block-rings``: the ERA5 block task (all 28 eval frames, BSA-TNP zero-shot at ±1 h) scored ring by
+  ring inside the 12 × 12 block (ring 1 = the cells next to the data, ring 6 = the central 2 × 2),
+  beside the fitted Matérn GP and linear interpolation of the baseline table on the same frames.
+  Question: where in the hole does BSA-TNP lose to the GP, and is it bias, shrinkage or noise?
 
 Run ``python benchmarks/probes.py forecast-frames`` (about 25 CPU-minutes) or
 ``python benchmarks/probes.py te-local`` (about 15 CPU-minutes) or ``python benchmarks/probes.py
-bsa-local [--weights PATH]`` (about 15 CPU-minutes). Results:
+bsa-local [--weights PATH]`` (about 15 CPU-minutes) or ``python benchmarks/probes.py block-rings``
+(about 10 CPU-minutes). Results:
 ``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes"); ``--doc``
 rebuilds the forecast table there from the saved results.
 """
@@ -129,6 +134,68 @@ def bsa_local(weights: str) -> list[dict]:
     return out
 
 
+def _rings(scored: np.ndarray) -> np.ndarray:
+    """Ring number of each scored cell: 1 next to the data, counting inwards (0 outside the block)."""
+    rows, cols = np.nonzero(scored)
+    r0, r1, c0, c1 = rows.min(), rows.max(), cols.min(), cols.max()
+    ring = np.zeros(scored.shape, dtype=int)
+    ring[rows, cols] = 1 + np.minimum(np.minimum(rows - r0, r1 - rows), np.minimum(cols - c0, c1 - cols))
+    return ring
+
+
+def block_rings(weights: str) -> list[dict]:
+    """Ring-by-ring scores inside the ERA5 block: zero-shot BSA-TNP (±1 h), fitted GP, linear."""
+    import baselines as bl
+
+    da = rt.load_era5()
+    frames = rt.era5_eval_times(6)
+    vals = da.values.copy()
+    scored = {}
+    for i in range(vals.shape[0]):
+        hide, scored[i] = rt.era5_infill_mask(int(i), kind="block")
+        vals[i][hide] = np.nan
+    acc: dict = {}  # (method, ring) -> list of (truth, mean, std, context mean) arrays
+    cpu = {}
+    for i in frames:
+        task = rt.era5_infill_task(int(i), "block")
+        ring = _rings(task["scored"])[task["scored"]]
+        base = float(np.mean(task["y_context"]))
+        preds = {}
+        c0 = time.process_time()
+        ds = da.copy(data=vals).isel(time=slice(int(i) - 1, int(i) + 2)).to_dataset(name="t2m")
+        pred = ds.np.infill("t2m", model=weights, time_window=1).isel(time=1)
+        preds["bsa-tnp (zero-shot, ±1 h)"] = (pred.t2m_mean.values[task["scored"]], pred.t2m_std.values[task["scored"]])
+        cpu["bsa-tnp (zero-shot, ±1 h)"] = cpu.get("bsa-tnp (zero-shot, ±1 h)", 0.0) + time.process_time() - c0
+        for name, fn in (("GP Matérn 1.5 + white", bl.gp_fitted), ("linear", bl.griddata_linear)):
+            c0 = time.process_time()
+            preds[name] = fn(task["x_context"], task["y_context"], task["x_target"])
+            cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
+        for name, (mean, std) in preds.items():
+            for r in np.unique(ring):
+                sel = ring == r
+                acc.setdefault((name, int(r)), []).append(
+                    (task["y_target"][sel], np.asarray(mean)[sel], None if std is None else np.asarray(std)[sel], base))
+        print(f"frame {int(i)} done", flush=True)
+    out = []
+    for (name, r), parts in sorted(acc.items()):
+        y = np.concatenate([p[0] for p in parts])
+        m = np.concatenate([p[1] for p in parts])
+        anom_y = np.concatenate([p[0] - p[3] for p in parts])
+        anom_m = np.concatenate([p[1] - p[3] for p in parts])
+        row = {"method": name, "ring": r, "n": int(y.size), "rmse": float(np.sqrt(np.mean((m - y) ** 2))),
+               "bias": float(np.mean(m - y)),
+               "slope": float(np.sum(anom_m * anom_y) / np.sum(anom_y * anom_y)),  # prediction on truth
+               "cpu_s": cpu[name]}
+        if parts[0][2] is not None:
+            s = np.concatenate([p[2] for p in parts])
+            z = (y - m) / s
+            row.update(nll=float(np.mean(0.5 * np.log(2 * np.pi * s * s) + 0.5 * z * z)),
+                       coverage=float(np.mean(np.abs(z) < 1.959964)), z_std=float(np.std(z)))
+        out.append(row)
+        print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return out
+
+
 def forecast_table(data: dict) -> str:
     """Build the probe-forecast section of docs/benchmarks.md from its saved results."""
     m = data["machine"]
@@ -144,8 +211,8 @@ def forecast_table(data: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=["forecast-frames", "te-local", "bsa-local"])
-    parser.add_argument("--weights", default="bsa-tnp", help="bsa-local: a weights file instead of the shipped ones")
+    parser.add_argument("probe", choices=["forecast-frames", "te-local", "bsa-local", "block-rings"])
+    parser.add_argument("--weights", default="bsa-tnp", help="bsa-local, block-rings: a weights file instead of the shipped ones")
     parser.add_argument("--name", default=None, help="results name (default: the probe's)")
     parser.add_argument("--frames", type=int, nargs="+", default=[2, 4, 8], help="past frames (forecast-frames)")
     parser.add_argument("--doc", action="store_true", help="only rebuild the docs table from saved results")
@@ -155,7 +222,8 @@ def main() -> None:
         if args.probe == "forecast-frames":
             rows = forecast_frames(args.frames)
         else:
-            rows = te_local() if args.probe == "te-local" else bsa_local(args.weights)
+            rows = {"te-local": te_local, "bsa-local": lambda: bsa_local(args.weights),
+                    "block-rings": lambda: block_rings(args.weights)}[args.probe]()
         save_json(f"probe-{args.name or args.probe}", {"machine": machine(), "weights": args.weights, "rows": rows})
     if args.probe == "forecast-frames":
         saved = json.loads((RESULTS / "probe-forecast-frames.json").read_text())
