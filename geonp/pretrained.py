@@ -79,11 +79,13 @@ def pretrained_metadata(name: str) -> dict:
 def pretraining_recipe(
     name: str, *, max_cpu_time: float, seed: int = 0, hole_probability: float = 0.5,
     noise_std_range: tuple[float, float] = (0.01, 0.3), num_locations: tuple[int, int] = (64, 256),
-    max_points: int = 1500, lattice_probability: float = 0.0, **overrides
+    max_points: int = 1500, lattice_probability: float = 0.0, hole_fraction: tuple[float, float] = (0.03, 0.3),
+    **overrides
 ) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
     """Model, data and training configuration used for the shipped weights.
 
-    ``hole_probability`` is the share of infill batches with a hole missing from every frame and
+    ``hole_probability`` is the share of infill batches with a hole missing from every frame,
+    ``hole_fraction`` the range of the hole's share of a task's locations, and
     ``noise_std_range`` the log-uniform prior of the observation noise std relative to the signal
     std (see :class:`~geonp.synthetic.SpaceTimeGP`). Raising its top to 1.0 (a station nugget as large
     as the spatial signal) made the weights *more* confident on real data, not less (docs/benchmarks.md),
@@ -94,7 +96,8 @@ def pretraining_recipe(
     if name not in OVERRIDES:
         raise UnknownOptionError(f"no pretraining recipe for {name!r}; expected one of {tuple(OVERRIDES)}.")
     model = build_model(name, preset="small", space_dims=2, time_dims=1, **{**OVERRIDES[name], **overrides})
-    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability, noise_std_range=tuple(noise_std_range),
+    data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability, hole_fraction=tuple(hole_fraction),
+                       noise_std_range=tuple(noise_std_range),
                        num_locations=tuple(num_locations), max_points=max_points,
                        lattice_probability=lattice_probability)
     config = TrainConfig(

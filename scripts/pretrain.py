@@ -117,6 +117,8 @@ def main() -> None:
     parser.add_argument("--from", dest="source", type=Path, default=None, metavar="PATH",
                         help="with --continue: start from these weights (saved with --out) instead of the shipped ones")
     parser.add_argument("--holes", type=float, default=0.5, help="share of infill batches with a persistent hole")
+    parser.add_argument("--hole-fraction", type=float, nargs=2, default=(0.03, 0.3), metavar=("MIN", "MAX"),
+                        help="range of a hole's share of the task's locations")
     parser.add_argument("--noise-max", type=float, default=0.3,
                         help="largest observation noise std of the prior (relative to the signal; smallest 0.01)")
     parser.add_argument("--locations", type=int, nargs=2, default=(64, 256), metavar=("MIN", "MAX"),
@@ -144,7 +146,7 @@ def main() -> None:
     if args.moments is not None:
         extra["position_moments"] = args.moments
     model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed,
-                                             hole_probability=args.holes,
+                                             hole_probability=args.holes, hole_fraction=tuple(args.hole_fraction),
                                              noise_std_range=(0.01, args.noise_max),
                                              num_locations=tuple(args.locations), max_points=args.max_points,
                                              lattice_probability=args.lattice, **extra)
@@ -160,6 +162,7 @@ def main() -> None:
     result = train(model, data, config, val_data=data)
     stages = stages + [{"steps": result.steps, "train_cpu_s": result.cpu_seconds, "lr": config.lr,
                         "noise_std_range": list(data.noise_std_range), "hole_probability": data.hole_probability,
+                        "hole_fraction": list(data.hole_fraction),
                         "num_locations": list(data.num_locations), "max_points": data.max_points,
                         "lattice_probability": data.lattice_probability,
                         "overrides": {k: v for k, v in extra.items()}}]

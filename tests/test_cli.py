@@ -365,9 +365,10 @@ def test_pretrained__recipe_options_are_recorded():
     _, wide, _ = pretrained.pretraining_recipe("bsa-tnp", max_cpu_time=1.0, noise_std_range=[0.01, 1.0])
     assert pretrained.recipe_metadata(wide, config)["generator_config"]["noise_std_range"] == [0.01, 1.0]
     _, big, _ = pretrained.pretraining_recipe("bsa-tnp", max_cpu_time=1.0, num_locations=(64, 384), max_points=2000,
-                                              lattice_probability=0.5)
+                                              lattice_probability=0.5, hole_fraction=(0.1, 0.45))
     meta = pretrained.recipe_metadata(big, config)["generator_config"]
     assert (meta["num_locations"], meta["max_points"], meta["lattice_probability"]) == ([64, 384], 2000, 0.5)
+    assert meta["hole_fraction"] == [0.1, 0.45] and data.hole_fraction == (0.03, 0.3)
     with pytest.raises(pretrained.UnknownOptionError, match="no pretraining recipe for 'tnp-d'"):
         pretrained.pretraining_recipe("tnp-d", max_cpu_time=1.0)
 
