@@ -69,6 +69,15 @@ def forecast_frames(frames: list[int]) -> list[dict]:
     return out
 
 
+def _masked(da, kind: str) -> tuple[np.ndarray, dict]:
+    """ERA5 values with every frame's hidden cells set to NaN, and each frame's scored mask."""
+    vals, scored = da.values.copy(), {}
+    for i in range(vals.shape[0]):
+        hide, scored[i] = rt.era5_infill_mask(int(i), kind=kind)
+        vals[i][hide] = np.nan
+    return vals, scored
+
+
 def local(model, windows: dict, tilings: list) -> list[dict]:
     """Zero-shot infill on the whole grid and in spatial chunks, per mask kind and time window.
 
@@ -79,11 +88,7 @@ def local(model, windows: dict, tilings: list) -> list[dict]:
     ev = rt.era5_eval_times(6)[::4]
     out = []
     for kind, tws in windows.items():
-        vals = da.values.copy()
-        scored = {}
-        for i in range(vals.shape[0]):
-            hide, scored[i] = rt.era5_infill_mask(int(i), kind=kind)
-            vals[i][hide] = np.nan
+        vals, scored = _masked(da, kind)
         for tw in tws:
             for chunks, halo in tilings:
                 kw = {} if chunks is None else {"chunks": {"latitude": chunks, "longitude": chunks}, "halo": halo}
@@ -149,11 +154,7 @@ def block_rings(weights: str) -> list[dict]:
 
     da = rt.load_era5()
     frames = rt.era5_eval_times(6)
-    vals = da.values.copy()
-    scored = {}
-    for i in range(vals.shape[0]):
-        hide, scored[i] = rt.era5_infill_mask(int(i), kind="block")
-        vals[i][hide] = np.nan
+    vals, _ = _masked(da, "block")
     acc: dict = {}  # (method, ring) -> list of (truth, mean, std, context mean) arrays
     cpu = {}
     for i in frames:
@@ -212,7 +213,8 @@ def forecast_table(data: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("probe", choices=["forecast-frames", "te-local", "bsa-local", "block-rings"])
-    parser.add_argument("--weights", default="bsa-tnp", help="bsa-local, block-rings: a weights file instead of the shipped ones")
+    parser.add_argument("--weights", default="bsa-tnp",
+                        help="bsa-local, block-rings: a weights file instead of the shipped ones")
     parser.add_argument("--name", default=None, help="results name (default: the probe's)")
     parser.add_argument("--frames", type=int, nargs="+", default=[2, 4, 8], help="past frames (forecast-frames)")
     parser.add_argument("--doc", action="store_true", help="only rebuild the docs table from saved results")

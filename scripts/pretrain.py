@@ -87,8 +87,9 @@ def card_section(name: str, meta: dict, digest: str, params: int) -> str:
 - **Data**: `SpaceTimeGP(mode="mixed")`: per task a separable GP, space kernel from {g['space_kernels']},
   space lengthscale log-uniform on {g['space_lengthscale_range']} spacing units, time lengthscale
   log-uniform on {g['time_lengthscale_range']} steps, noise std log-uniform on {g['noise_std_range']},
-  {g['num_locations']} locations (at most {g.get('max_points', 1500)} context + target points per task; {g.get('lattice_probability', 0.0):.0%} of
-  batches on a regular grid), half-window {g['window']} frames, leads 1–{g['max_lead']}, values
+  {g['num_locations']} locations (at most {g.get('max_points', 1500)} context + target points per task;
+  {g.get('lattice_probability', 0.0):.0%} of batches on a regular grid), half-window {g['window']} frames,
+  leads 1–{g['max_lead']}, values
   standardised by the context (the last stage's recipe). Half the batches infill frame 0 from frames −k..k,
   half forecast;
   {g.get('hole_probability', 0.0):.0%} of the infill batches have a hole of {g.get('hole_fraction')} of the locations
