@@ -168,12 +168,13 @@ def _open(args: argparse.Namespace, chunks):
 
 
 def _progress(args: argparse.Namespace):
-    """Show a dask progress bar on stderr around eager computations (none with --quiet)."""
+    """Show dask progress on stderr around eager computations (a bar on a terminal, lines in a log; none
+    with --quiet)."""
     if args.quiet:
         return contextlib.nullcontext()
-    from dask.diagnostics import ProgressBar
+    from .progress import compute_progress
 
-    return ProgressBar(out=sys.stderr, minimum=1.0)
+    return compute_progress(sys.stderr, minimum=1.0)
 
 
 def _write(result, out: Path, args: argparse.Namespace, history: str, start: float) -> None:

@@ -237,9 +237,9 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
     ds, truth = _dataset(draw)
     bar = contextlib.nullcontext()
     if progress:
-        from dask.diagnostics import ProgressBar
+        from .progress import compute_progress
 
-        bar = ProgressBar(out=sys.stderr, minimum=1.0)
+        bar = compute_progress(sys.stderr, minimum=1.0)
     start = time.perf_counter()
     with bar:
         result = ds.np.infill(VAR, model=model)

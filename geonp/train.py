@@ -19,6 +19,7 @@ from .checkpoint import load_training_state, save_training_state
 from .errors import CheckpointError, ConfigError, InvalidBatchError, NonFiniteError
 from .models import Batch, NeuralProcess
 from .models.score import ScoreMod
+from .progress import bar_options
 
 __all__ = ["DataSource", "TrainConfig", "TrainResult", "train", "lr_at"]
 
@@ -208,8 +209,8 @@ def train(
             _restore_rng(loop.pop("rng"), gen, devices)
             _warn_changes(TrainConfig.from_dict(loop.pop("train_config")), config)
             logger.info("resumed from %s at step %d", checkpoint, loop["step"])
-        bar = tqdm(total=config.steps, initial=loop["step"], file=sys.stderr, disable=not config.progress,
-                   desc=model.name, unit="step", dynamic_ncols=True)
+        bar = tqdm(total=config.steps, initial=loop["step"], disable=not config.progress,
+                   desc=model.name, unit="step", dynamic_ncols=True, **bar_options(sys.stderr))
         model.train()
         stopped_by = _exhausted(config, loop)
         try:

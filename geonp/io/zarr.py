@@ -38,6 +38,7 @@ import zarr
 from tqdm.auto import tqdm
 
 from ..errors import OutputExistsError
+from ..progress import bar_options
 
 __all__ = ["to_zarr"]
 
@@ -371,7 +372,7 @@ def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, 
     """Write the steps not yet done, recording each one as soon as it is on disk."""
     keys = plan.keys()
     todo = [k for k in keys if k not in done]
-    with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, file=sys.stderr,
+    with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, **bar_options(sys.stderr),
               desc=f"writing {partial.name.removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
         for key in todo:
             _write_step(ds, plan, key, partial)

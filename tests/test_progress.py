@@ -1,0 +1,63 @@
+"""Progress output: a live bar on a terminal, plain lines in a log file."""
+
+import io
+
+import dask
+import dask.array as da
+import pytest
+from dask.diagnostics import ProgressBar
+
+from geonp.progress import LineProgress, bar_options, compute_progress, is_terminal
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_compute_progress__log_file_gets_one_line_per_tenth():
+    """Written to a file, progress is whole lines (no carriage returns), 10 % apart, ending at 100 %."""
+    out = io.StringIO()
+    x = da.ones((100, 10), chunks=(1, 10)).sum(axis=1)
+    with dask.config.set(scheduler="synchronous"), LineProgress(out, minimum=0.0, interval=0.0):
+        x.compute()
+    text = out.getvalue()
+    assert "\r" not in text
+    lines = text.splitlines()
+    percents = [int(line.split(": ")[1].split(" %")[0]) for line in lines]
+    assert percents == sorted(percents) and percents[-1] == 100
+    assert 8 <= len(lines) <= 11 and all(b - a >= 10 for a, b in zip(percents, percents[1:]))
+    assert all(line.startswith("geonp: ") and "tasks done" in line for line in lines)
+
+
+def test_compute_progress__tasks_finishing_together_give_one_line():
+    """Lines come at most every ``interval`` seconds; the 100 % line is always written."""
+    out = io.StringIO()
+    with dask.config.set(scheduler="synchronous"), LineProgress(out, minimum=0.0, interval=3600.0):
+        da.ones((100, 10), chunks=(1, 10)).sum(axis=1).compute()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("geonp: 100 % of ")
+
+
+def test_compute_progress__short_computations_stay_silent():
+    """Nothing is written before ``minimum`` seconds have passed."""
+    out = io.StringIO()
+    with dask.config.set(scheduler="synchronous"), compute_progress(out, minimum=3600.0):
+        da.ones(10, chunks=2).sum().compute()
+    assert out.getvalue() == ""
+
+
+def test_compute_progress__terminal_gets_the_live_bar():
+    """On a terminal the live dask bar is used, and tqdm bars refresh as usual."""
+    term = _Terminal()
+    assert is_terminal(term) and not is_terminal(io.StringIO())
+    assert isinstance(compute_progress(term), ProgressBar)
+    assert isinstance(compute_progress(io.StringIO()), LineProgress)
+    assert bar_options(term) == {"file": term}
+    assert bar_options(io.StringIO())["mininterval"] == 30.0
+
+
+def test_line_progress__bad_step_is_refused():
+    """A step outside (0, 100] percent is a ValueError that says what is allowed."""
+    with pytest.raises(ValueError, match=r"step=0 must be a percentage in \(0, 100\]"):
+        LineProgress(io.StringIO(), step=0)
