@@ -8,6 +8,9 @@ Setting: BSA-TNP's attention, b=1, 4 heads × 32 dims (the paper's "128 for atte
 2-D space with 5 bases per head. FLOPs count only QKᵀ and AV: ``4 · nq · nk · h · d``.
 "tiled" is the default inference path (points packed into compact tiles, far bias terms skipped);
 "tiled-unsorted" is the same kernel on the points in their given order, for comparison.
+``--breakdown NQxNK`` splits the tiled forward's CPU time into the bias evaluation and the rest, beside
+bare ``scaled_dot_product_attention`` calls over the same tiles (with and without a float mask), one
+torch thread; results in ``attention-breakdown.json`` and the attention-breakdown section.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from _common import machine, matmul_gflops, peak_rss_mb, save_json, timed, update_doc_section  # noqa: E402
 
 from geonp.allocator import keep_freed_memory  # noqa: E402
-from geonp.models.attention import dense_attention, tiled_attention  # noqa: E402
+from geonp.models.attention import default_tiles, dense_attention, tiled_attention  # noqa: E402
 from geonp.models.bias import RBFBias  # noqa: E402
 
 HEADS, DIM = 4, 32
@@ -126,6 +129,69 @@ def run_one(impl: str, nq: int, nk: int, mode: str) -> dict:
     return result
 
 
+def breakdown(nq: int, nk: int, repeats: int = 3) -> dict:
+    """Process CPU seconds (medians of ``repeats``) of the tiled forward, its bias, and bare SDPA on its tiles."""
+    import statistics
+    import time
+
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    q, k, v, xq, xk, bias = _inputs(nq, nk)
+    spent = [0.0]
+    fast_bias = bias.fast_bias
+
+    def counted(a, b):  # the instance attribute shadows the method: every tile's bias is timed
+        t = time.process_time()
+        out = fast_bias(a, b)
+        spent[0] += time.process_time() - t
+        return out
+
+    bias.fast_bias = counted
+    q_tile, k_tile = default_tiles(1, HEADS, nq, nk)
+    mask = torch.randn(1, HEADS, q_tile, k_tile)
+    tiles = [(i, j) for i in range(0, nq, q_tile) for j in range(0, nk, k_tile)]
+
+    def sdpa(with_mask: bool) -> None:
+        for i, j in tiles:
+            qi, kj, vj = q[:, :, i : i + q_tile], k[:, :, j : j + k_tile], v[:, :, j : j + k_tile]
+            m = mask[:, :, : qi.shape[2], : kj.shape[2]] if with_mask else None
+            torch.nn.functional.scaled_dot_product_attention(qi, kj, vj, attn_mask=m)
+
+    rows = {"total": [], "bias": [], "sdpa_mask": [], "sdpa": []}
+    with torch.no_grad():
+        tiled_attention(q, k, v, bias, xq, xk)  # warm-up
+        for _ in range(repeats):
+            spent[0] = 0.0
+            t = time.process_time()
+            tiled_attention(q, k, v, bias, xq, xk)
+            rows["total"].append(time.process_time() - t)
+            rows["bias"].append(spent[0])
+            for name, flag in (("sdpa_mask", True), ("sdpa", False)):
+                t = time.process_time()
+                sdpa(flag)
+                rows[name].append(time.process_time() - t)
+    out = {k: statistics.median(v) for k, v in rows.items()}
+    flops = 4.0 * nq * nk * HEADS * DIM
+    return {"nq": nq, "nk": nk, "q_tile": q_tile, "k_tile": k_tile, "repeats": repeats, "cpu_s": out,
+            "gflops": {k: flops / v / 1e9 for k, v in out.items() if k != "bias"}}
+
+
+def _breakdown_markdown(info, mm, rows) -> str:
+    lines = [f"Run {info['date']} on {info['cpu']} (one torch thread, CPU only), torch {info['torch']}; "
+             f"matmul reference {mm:.0f} GFLOP/s in the same run; process CPU seconds, medians of "
+             f"{rows[0]['repeats']}. Regenerate: `python benchmarks/attention.py --breakdown "
+             + " ".join(f"{r['nq']}x{r['nk']}" for r in rows) + "`.", "",
+             "| nq × nk (tiles) | tiled forward | of which bias | rest | bare SDPA, float mask | bare SDPA, no mask |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        c, g = r["cpu_s"], r["gflops"]
+        cell = {k: f"{c[k]:.2f} s ({g[k]:.0f} GFLOP/s, {g[k] / mm:.0%})" for k in g}
+        lines.append(f"| {r['nq']:,} × {r['nk']:,} ({r['q_tile']} × {r['k_tile']}) | {cell['total']} | "
+                     f"{c['bias']:.2f} s ({c['bias'] / c['total']:.0%}) | {c['total'] - c['bias']:.2f} s | "
+                     f"{cell['sdpa_mask']} | {cell['sdpa']} |")
+    return "\n".join(lines)
+
+
 def _spawn(impl, nq, nk, mode, timeout):
     cmd = [sys.executable, __file__, "--one", json.dumps([impl, nq, nk, mode])]
     try:
@@ -145,10 +211,20 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", metavar="NQxNK",
                         help="only these sizes, forward only (e.g. 65536x8192); results in attention-sizes.json and "
                              "the attention-sizes section of docs/benchmarks.md")
+    parser.add_argument("--breakdown", nargs="+", metavar="NQxNK",
+                        help="split the tiled forward's CPU time into bias and the rest at these sizes")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(*json.loads(args.one))))
+        return
+    if args.breakdown:
+        torch.set_num_threads(1)
+        info, mm = machine(), matmul_gflops()
+        rows = [breakdown(*(int(n) for n in size.lower().split("x"))) for size in args.breakdown]
+        mm = max(mm, matmul_gflops())
+        save_json("attention-breakdown", {"machine": info, "matmul_gflops": mm, "rows": rows})
+        update_doc_section("attention-breakdown", _breakdown_markdown(info, mm, rows))
         return
     info = machine()
     matmul_before = matmul_gflops()
