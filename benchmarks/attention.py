@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -131,9 +133,6 @@ def run_one(impl: str, nq: int, nk: int, mode: str) -> dict:
 
 def breakdown(nq: int, nk: int, repeats: int = 3) -> dict:
     """Process CPU seconds (medians of ``repeats``) of the tiled forward, its bias, and bare SDPA on its tiles."""
-    import statistics
-    import time
-
     torch.set_num_threads(1)
     keep_freed_memory()
     q, k, v, xq, xk, bias = _inputs(nq, nk)

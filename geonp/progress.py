@@ -2,7 +2,8 @@
 
 A live bar redraws itself with carriage returns ten times a second; written to a batch job's log
 file that becomes one line of thousands of updates. :func:`compute_progress` therefore gives dask's
-:class:`~dask.diagnostics.ProgressBar` only when the stream is a terminal, and otherwise a
+:class:`~dask.diagnostics.ProgressBar` only where a bar can redraw itself (a terminal, or a Jupyter
+kernel, whose output cells handle carriage returns and widgets), and otherwise a
 :class:`LineProgress` that writes one line per tenth of the tasks. :func:`bar_options` does the same
 for the ``tqdm`` bars of writes and training. No torch here.
 """
@@ -16,11 +17,19 @@ from typing import TextIO
 
 from dask.callbacks import Callback
 
-__all__ = ["LineProgress", "compute_progress", "bar_options", "is_terminal"]
+from .errors import ConfigError
+
+__all__ = ["LineProgress", "compute_progress", "bar_options", "is_live"]
 
 
-def is_terminal(stream: TextIO | None) -> bool:
-    """``True`` when ``stream`` is an interactive terminal (a live bar can redraw itself there)."""
+def is_live(stream: TextIO | None) -> bool:
+    """``True`` where a live bar can redraw itself: ``stream`` is a terminal, or this is a Jupyter kernel.
+
+    A kernel's stderr is not a terminal, yet its output cells render carriage returns and tqdm
+    widgets, so notebooks keep the live bars.
+    """
+    if "ipykernel" in sys.modules:
+        return True
     isatty = getattr(stream, "isatty", None)
     try:
         return bool(isatty()) if isatty is not None else False
@@ -50,7 +59,7 @@ class LineProgress(Callback):
                  interval: float = 1.0) -> None:
         super().__init__()
         if not 0 < step <= 100:
-            raise ValueError(f"step={step!r} must be a percentage in (0, 100].")
+            raise ConfigError(f"step={step!r} must be a percentage in (0, 100]; e.g. step=10 for a line per tenth.")
         self.out, self.minimum, self.step, self.label = out, float(minimum), int(step), label
         self.interval = float(interval)
         self._start_time = self._last = 0.0
@@ -90,7 +99,7 @@ def compute_progress(out: TextIO | None = None, minimum: float = 1.0) -> Callbac
     Use as a context manager around ``.compute()``, ``.load()`` or anything that computes.
     """
     out = sys.stderr if out is None else out
-    if is_terminal(out):
+    if is_live(out):
         from dask.diagnostics import ProgressBar
 
         return ProgressBar(out=out, minimum=minimum)
@@ -100,4 +109,4 @@ def compute_progress(out: TextIO | None = None, minimum: float = 1.0) -> Callbac
 def bar_options(out: TextIO | None = None) -> dict:
     """Keyword arguments for a ``tqdm`` bar on ``out``: live on a terminal, a line every 30 s in a file."""
     out = sys.stderr if out is None else out
-    return {"file": out} if is_terminal(out) else {"file": out, "mininterval": 30.0, "ascii": True}
+    return {"file": out} if is_live(out) else {"file": out, "mininterval": 30.0, "ascii": True}

@@ -1,13 +1,16 @@
 """Progress output: a live bar on a terminal, plain lines in a log file."""
 
 import io
+import sys
+import types
 
 import dask
 import dask.array as da
 import pytest
 from dask.diagnostics import ProgressBar
 
-from geonp.progress import LineProgress, bar_options, compute_progress, is_terminal
+from geonp.errors import ConfigError
+from geonp.progress import LineProgress, bar_options, compute_progress, is_live
 
 
 class _Terminal(io.StringIO):
@@ -50,14 +53,22 @@ def test_compute_progress__short_computations_stay_silent():
 def test_compute_progress__terminal_gets_the_live_bar():
     """On a terminal the live dask bar is used, and tqdm bars refresh as usual."""
     term = _Terminal()
-    assert is_terminal(term) and not is_terminal(io.StringIO())
+    assert is_live(term) and not is_live(io.StringIO())
     assert isinstance(compute_progress(term), ProgressBar)
     assert isinstance(compute_progress(io.StringIO()), LineProgress)
     assert bar_options(term) == {"file": term}
     assert bar_options(io.StringIO())["mininterval"] == 30.0
 
 
+def test_compute_progress__jupyter_kernel_keeps_the_live_bar(monkeypatch):
+    """In a Jupyter kernel stderr is no terminal, but its cells render live bars: they are kept."""
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    assert is_live(io.StringIO())
+    assert isinstance(compute_progress(io.StringIO()), ProgressBar)
+    assert "mininterval" not in bar_options(io.StringIO())
+
+
 def test_line_progress__bad_step_is_refused():
-    """A step outside (0, 100] percent is a ValueError that says what is allowed."""
-    with pytest.raises(ValueError, match=r"step=0 must be a percentage in \(0, 100\]"):
+    """A step outside (0, 100] percent is a typed ConfigError that says what is allowed."""
+    with pytest.raises(ConfigError, match=r"step=0 must be a percentage in \(0, 100\]; e.g. step=10"):
         LineProgress(io.StringIO(), step=0)
