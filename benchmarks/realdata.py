@@ -218,7 +218,7 @@ _SCALING_CHILD = """
 import pyproj, sys, time, resource
 import numpy as np, dask.array as dsa, xarray as xr, pandas as pd
 import geonp
-ny, nx, nt, tile = (int(a) for a in sys.argv[1:5])
+ny, nx, nt, tile = (int(a) for a in sys.argv[1:5]); model = sys.argv[6]
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # after the imports
 lat = np.linspace(60, 60 - 0.25 * (ny - 1), ny); lon = np.linspace(-20, -20 + 0.25 * (nx - 1), nx)
 def block(block_id=None, **_):
@@ -231,30 +231,45 @@ arr = dsa.map_blocks(block, chunks=((4,) * (nt // 4), (64,) * (ny // 64), (64,) 
 ds = xr.Dataset({'v': (('time', 'lat', 'lon'), arr)},
                 coords={'time': pd.date_range('2020-01-01', periods=nt, freq='h'), 'lat': lat, 'lon': lon})
 t0, c0 = time.perf_counter(), time.process_time()
-out = ds.np.infill('v', time_window=1, chunks={'time': 4, 'lat': tile, 'lon': tile}, halo=4.0)
+chunks = {'time': 4, 'lat': tile, 'lon': tile}
+out = ds.np.infill('v', model=model, time_window=1, chunks=chunks, halo=4.0)
 geonp.to_zarr(out, sys.argv[5], progress=False)
 print(time.perf_counter() - t0, time.process_time() - c0, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
+#: the scaling grids: (rows, columns, tile); 192 x 192 has 3 x 3 tiles of 64 (one interior), 576 x 640 has
+#: 9 x 10 tiles, 10x the values; then the small grid with tiles of 32 and 128 cells
+SCALING_GRIDS = ((192, 192, 64), (576, 640, 64), (192, 192, 32), (192, 192, 128))
+
+
 def scaling(args) -> dict:
-    """Peak memory of a lazy infill to Zarr against the grid size (same chunks) and the chunk size (same grid)."""
+    """Peak memory of a lazy infill to Zarr against the grid size (same chunks) and the chunk size (same grid).
+
+    Each run is a fresh process. Rows of models not run now are kept from the saved results (each row
+    carries its own date), so ``--models te-pt-tnp`` adds the fast model without rerunning BSA-TNP.
+    """
     import tempfile
 
-    out = {"machine": machine(), "results": {}}
-    # 192 x 192 (3 x 3 tiles of 64, one of them interior) and 576 x 640 (9 x 10 tiles): 10x the values;
-    # then the small grid with tiles of 32 and 128 cells
-    for ny, nx, tile in ((192, 192, 64), (576, 640, 64), (192, 192, 32), (192, 192, 128)):
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-c", _SCALING_CHILD, str(ny), str(nx), str(args.frames), str(tile), f"{tmp}/o.zarr"]
-            wall, cpu, base, rss = map(float, subprocess.run(cmd, check=True, capture_output=True, text=True)
-                                       .stdout.split()[-4:])
-        key = f"{ny}x{nx}x{args.frames} / {tile}"
-        out["results"][key] = {"values": ny * nx * args.frames, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-                               "import_rss_mb": round(base, 1), "peak_rss_mb": round(rss, 1),
-                               "chunk": f"time 4 x {tile} x {tile}"}
-        print(key, out["results"][key], flush=True)
-    return out
+    saved = _load("scaling") or {}
+    results = {k: v for k, v in saved.get("results", {}).items()
+               if v.get("model", "bsa-tnp") not in args.models}
+    for row in results.values():  # rows from before rows had their own date
+        row.setdefault("date", saved["machine"]["date"])
+    grids = [SCALING_GRIDS[i] for i in args.grids]
+    for model in args.models:
+        for ny, nx, tile in grids:
+            with tempfile.TemporaryDirectory() as tmp:
+                cmd = [sys.executable, "-c", _SCALING_CHILD, str(ny), str(nx), str(args.frames), str(tile),
+                       f"{tmp}/o.zarr", model]
+                wall, cpu, base, rss = map(float, subprocess.run(cmd, check=True, capture_output=True, text=True)
+                                           .stdout.split()[-4:])
+            key = f"{model} {ny}x{nx}x{args.frames} / {tile}"
+            results[key] = {"model": model, "values": ny * nx * args.frames, "wall_s": round(wall, 1),
+                            "cpu_s": round(cpu, 1), "import_rss_mb": round(base, 1), "peak_rss_mb": round(rss, 1),
+                            "chunk": f"time 4 x {tile} x {tile}", "date": machine()["date"]}
+            print(key, results[key], flush=True)
+    return {"machine": machine(), "results": results}
 
 
 def _load(part: str) -> dict | None:
@@ -345,14 +360,17 @@ def doc() -> None:
     sc = _load("scaling")
     if sc:
         m = sc["machine"]
-        lines += [f"**Memory vs data size and chunk size** (lazy synthetic grid, 10 % observed → Zarr, BSA-TNP ±1 "
-                  f"frame, 2 dask threads; {m.get('date', '')}, {m.get('cpu', '')})", "",
-                  "| grid | chunk (frames × cells) | values | wall s | CPU s | RSS after imports MB | peak RSS MB |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [f"**Memory vs data size and chunk size** (lazy synthetic grid, 10 % observed → Zarr, ±1 frame, "
+                  f"halo 4 units, 2 dask threads, each run a fresh process; {m.get('cpu', '')})", "",
+                  "| model | grid | chunk (frames × cells) | values | wall s | CPU s | RSS after imports MB | "
+                  "peak RSS MB | run |", "|---|---|---|---|---|---|---|---|---|"]
         for label, r in sc["results"].items():
             chunk = r["chunk"].replace("time ", "")
-            lines.append(f"| {label.split(' /')[0]} | {chunk} | {r['values']:,} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
-                         f"{r.get('import_rss_mb', float('nan')):.0f} | {r['peak_rss_mb']:.0f} |")
+            model = r.get("model", "bsa-tnp")
+            grid = label.removeprefix(model + " ").split(" /")[0]
+            lines.append(f"| {model} | {grid} | {chunk} | {r['values']:,} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
+                         f"{r.get('import_rss_mb', float('nan')):.0f} | {r['peak_rss_mb']:.0f} | "
+                         f"{r.get('date', m.get('date', ''))} |")
     update_doc_section("realdata-geonp", "\n".join(lines))
 
 
@@ -374,6 +392,8 @@ def main() -> None:
     parser.add_argument("--step-hours", type=int, default=6, help="ERA5 infill eval frame spacing")
     parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"])
     parser.add_argument("--frames", type=int, default=4, help="frames of the scaling grids")
+    parser.add_argument("--grids", type=int, nargs="+", default=list(range(len(SCALING_GRIDS))),
+                        help="scaling: which of SCALING_GRIDS to run (indices; default all)")
     parser.add_argument("--kinds", nargs="+", default=["random", "block"], choices=["random", "block"],
                         help="ERA5 infill masks to run (each saved as realdata-era5-infill-<kind>.json)")
     parser.add_argument("--doc", action="store_true", help="rebuild the docs section from saved results")

@@ -7,6 +7,7 @@ and is rebuilt once per worker process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import warnings
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .allocator import release_freed_memory
 from .data.tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks
 from .errors import ConfigError, NoContextWarning
 from .models import Batch, NeuralProcess, model_from_config
@@ -198,6 +200,20 @@ def _setup(payload: ModelPayload, values: np.ndarray, meta: dict):
     return net_from_payload(payload, device), device, Normaliser.from_dict(meta["norm"]), window, targets
 
 
+def _releasing_memory(block):
+    """Run ``block`` and then hand the memory it freed back to the system (see :mod:`geonp.allocator`)."""
+
+    @functools.wraps(block)
+    def run(*args, **kwargs):
+        try:
+            return block(*args, **kwargs)
+        finally:
+            release_freed_memory()
+
+    return run
+
+
+@_releasing_memory
 def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
     """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
     net, device, norm, window, targets = _setup(payload, values, meta)
@@ -216,6 +232,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     return out.reshape(2, len(meta["frames"]), *meta["tile_shape"])
 
 
+@_releasing_memory
 def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
                    persistence: np.ndarray | None = None) -> np.ndarray:
     """Predict one output block of a forecast: ``[2, inits, leads, target points]`` (float32).
