@@ -75,8 +75,8 @@ def era5_infill(args) -> dict:
     for kind in args.kinds:
         full = _masked_era5(kind)
         fit_data = full.sel(time=slice(None, rt.ERA5_FIT_END))
-        models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
-        for m in ZERO_SHOT:  # steps=0: the shipped weights, std calibrated on held-out points of 03-01..21
+        models = {f"{m} (zero-shot)": m for m in args.zero_shot}
+        for m in args.zero_shot:  # steps=0: the shipped weights, std calibrated on held-out points of 03-01..21
             model, info = _fit(fit_data, "t2m", "infill", 0, steps=0, model=m, time_window=args.time_window)
             models[f"{m} (calibrated)"] = model
             out["fits"][f"{kind}/{m} (calibrated)"] = {**info, **model.metadata["calibration"]}
@@ -105,11 +105,11 @@ def era5_forecast(args) -> dict:
     ds = da.to_dataset(name="t2m")
     inits = rt.era5_forecast_inits()
     # (model, reference) per row: the shipped default ("auto" -> diurnal here) and the raw variable
-    models = {f"{m} (zero-shot)": (m, None) for m in ZERO_SHOT}
-    models.update({f"{m} (zero-shot, reference none)": (m, "none") for m in args.no_reference})
+    models = {f"{m} (zero-shot)": (m, None) for m in args.zero_shot}
+    models.update({f"{m} (zero-shot, reference none)": (m, "none") for m in args.no_reference if m in args.zero_shot})
     fits = {}
     train = ds.sel(time=slice(None, rt.ERA5_FIT_END))
-    for m in ZERO_SHOT:
+    for m in args.zero_shot:
         model, info = _fit(train, "t2m", "forecast", 0, steps=0, model=m, context_frames=args.context_frames)
         models[f"{m} (calibrated)"] = (model, None)
         fits[f"{m} (calibrated)"] = {**info, **model.metadata["calibration"]}
@@ -158,8 +158,8 @@ def colorado(args) -> dict:
     masked["tmax"] = ds.tmax.dims, masked_values
     train = ds.sel(time=slice(None, "1949-12"))
     for tw in args.colorado_windows:
-        models = {f"{m} (zero-shot)": m for m in ZERO_SHOT}
-        for m in ZERO_SHOT:
+        models = {f"{m} (zero-shot)": m for m in args.zero_shot}
+        for m in args.zero_shot:
             model, info = _fit(train, "tmax", "infill", 0, steps=0, model=m, time_window=tw)
             models[f"{m} (calibrated)"] = model
             out["fits"][f"{m} (calibrated), tw {tw}"] = {**info, **model.metadata["calibration"]}
@@ -252,11 +252,14 @@ def scaling(args) -> dict:
     import tempfile
 
     saved = _load("scaling") or {}
-    results = {k: v for k, v in saved.get("results", {}).items()
-               if v.get("model", "bsa-tnp") not in args.models}
-    for row in results.values():  # rows from before rows had their own date
-        row.setdefault("date", saved["machine"]["date"])
     grids = [SCALING_GRIDS[i] for i in args.grids]
+    rerun = {(m, f"{ny}x{nx}x{args.frames} / {tile}") for m in args.models for ny, nx, tile in grids}
+    results = {}
+    for key, row in saved.get("results", {}).items():
+        model = row.get("model", "bsa-tnp")  # rows from before rows named their model and date
+        if (model, key.removeprefix(model + " ")) not in rerun:
+            results[f"{model} {key.removeprefix(model + ' ')}"] = {"model": model, "date": saved["machine"]["date"],
+                                                                   **row}
     for model in args.models:
         for ny, nx, tile in grids:
             with tempfile.TemporaryDirectory() as tmp:
@@ -270,6 +273,34 @@ def scaling(args) -> dict:
                             "chunk": f"time 4 x {tile} x {tile}", "date": machine()["date"]}
             print(key, results[key], flush=True)
     return {"machine": machine(), "results": results}
+
+
+def _keep_saved(out: dict, saved: dict | None) -> dict:
+    """Add the saved rows and fits that this run did not redo, each marked with the date of its run."""
+    if not saved:
+        return out
+    kept = dict(saved.get("kept_rows", {}))
+    for section in ("results", "fits"):  # the saved order, with this run's rows in place of theirs
+        new, merged = out.get(section, {}), {}
+        for key, row in saved.get(section, {}).items():
+            merged[key] = new.get(key, row)
+            if key not in new and section == "results":
+                kept[key] = kept.get(key, saved["machine"]["date"])
+        out[section] = {**merged, **new}
+    out["kept_rows"] = {k: v for k, v in kept.items() if k not in out.get("rerun", ())}
+    return out
+
+
+def _kept_note(part: dict, prefix: str = "") -> list[str]:
+    """A line naming the rows that come from an earlier run (``--keep-rows``), if any."""
+    kept = {k.removeprefix(prefix): d for k, d in part.get("kept_rows", {}).items() if k.startswith(prefix)}
+    if not kept:
+        return []
+    by_date: dict[str, list[str]] = {}
+    for label, date in kept.items():
+        by_date.setdefault(date, []).append(label)
+    runs = "; ".join(f"{', '.join(labels)} ({date})" for date, labels in by_date.items())
+    return [f"- Rows from earlier runs: {runs}."]
 
 
 def _load(part: str) -> dict | None:
@@ -295,7 +326,7 @@ def _infill_doc(inf: dict, kind: str) -> list[str]:
     for k, f in inf["fits"].items():
         lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on the masked "
                      f"2019-03-01..21, std scale {f['std_scale']:.2f}{_gap_profile(f)}.")
-    return lines + [""]
+    return lines + _kept_note(inf, kind + "/") + [""]
 
 
 def _gap_profile(fit: dict) -> str:
@@ -337,7 +368,7 @@ def doc() -> None:
             lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on 2019-03-01..21; "
                          f"per lead: std factor a {scales}, added std b {extra or '–'} K, weight w of the network's "
                          f"departure from persistence {weights or '–'}, trend weight v {trend or '–'}.")
-        lines.append("")
+        lines += _kept_note(fc) + [""]
     co = _load("colorado")
     if co:
         lines += [f"**Colorado monthly tmax** ({co['months']} months, 20 % of observed stations hidden)", "",
@@ -348,6 +379,7 @@ def doc() -> None:
         for k, f in co["fits"].items():
             lines.append(f"- fit of {k}: {f['steps']} training steps, {f['cpu_s']:.0f} CPU-s in all on 1895..1949, "
                          f"std scale {f['std_scale']:.2f}{_gap_profile(f)}, covariates {f['covariates']}.")
+        lines += _kept_note(co)
         lines.append("")
     mo = _load("era5-month")
     if mo:
@@ -390,7 +422,12 @@ def main() -> None:
     parser.add_argument("--no-reference", nargs="*", default=["te-pt-tnp"], metavar="MODEL",
                         help="era5-forecast: shipped models also run with reference='none' (a row each)")
     parser.add_argument("--step-hours", type=int, default=6, help="ERA5 infill eval frame spacing")
-    parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"])
+    parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"], help="era5-month and scaling: models")
+    parser.add_argument("--zero-shot", nargs="+", default=list(ZERO_SHOT), choices=ZERO_SHOT, metavar="MODEL",
+                        help="shipped models with zero-shot and calibrated rows (default both)")
+    parser.add_argument("--keep-rows", action="store_true",
+                        help="keep the saved rows this run does not redo (e.g. after --zero-shot te-pt-tnp), "
+                             "marked with their run's date in the docs")
     parser.add_argument("--frames", type=int, default=4, help="frames of the scaling grids")
     parser.add_argument("--grids", type=int, nargs="+", default=list(range(len(SCALING_GRIDS))),
                         help="scaling: which of SCALING_GRIDS to run (indices; default all)")
@@ -404,10 +441,14 @@ def main() -> None:
         result = fn(args)
         if args.part == "era5-infill":  # one file per kind: the docs read them separately
             for kind in args.kinds:
-                save_json(f"realdata-era5-infill-{kind}", {
-                    **result, "results": {k: v for k, v in result["results"].items() if k.startswith(kind + "/")},
-                    "fits": {k: v for k, v in result["fits"].items() if k.startswith(kind + "/")}})
+                part = {**result, "results": {k: v for k, v in result["results"].items() if k.startswith(kind + "/")},
+                        "fits": {k: v for k, v in result["fits"].items() if k.startswith(kind + "/")}}
+                if args.keep_rows:
+                    part = _keep_saved({**part, "rerun": list(part["results"])}, _load(f"era5-infill-{kind}"))
+                save_json(f"realdata-era5-infill-{kind}", part)
         else:
+            if args.keep_rows and args.part != "scaling":  # scaling keeps other rows itself
+                result = _keep_saved({**result, "rerun": list(result["results"])}, _load(args.part))
             save_json(f"realdata-{args.part}", result)
     if args.doc or args.part:
         doc()
