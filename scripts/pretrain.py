@@ -59,7 +59,10 @@ def _stages(stages: list[dict]) -> str:
     """One phrase per training stage: steps, CPU-minutes and what changed in it."""
     out = []
     for st in stages:
-        what = [f"noise up to {st['noise_std_range'][1]:g}"] if "noise_std_range" in st else []
+        what = []
+        if "noise_std_range" in st:
+            lo, hi = st["noise_std_range"]
+            what.append(f"noise up to {hi:g}" if lo == 0.01 else f"noise {lo:g}–{hi:g}")
         if st.get("num_locations", [64, 256]) != [64, 256]:
             lo, hi = st["num_locations"]
             what.append(f"{lo}–{hi} locations, at most {st['max_points']} points")
@@ -124,7 +127,10 @@ def main() -> None:
     parser.add_argument("--hole-fraction", type=float, nargs=2, default=(0.03, 0.3), metavar=("MIN", "MAX"),
                         help="range of a hole's share of the task's locations")
     parser.add_argument("--noise-max", type=float, default=0.3,
-                        help="largest observation noise std of the prior (relative to the signal; smallest 0.01)")
+                        help="largest observation noise std of the prior (relative to the signal)")
+    parser.add_argument("--noise-min", type=float, default=0.01,
+                        help="smallest observation noise std of the prior (relative to the signal; e.g. 0.002 "
+                             "for fields as smooth as reanalysis)")
     parser.add_argument("--locations", type=int, nargs=2, default=(64, 256), metavar=("MIN", "MAX"),
                         help="range of locations per task (larger tasks: dense grids with thousands of context points)")
     parser.add_argument("--lattice", type=float, default=0.0,
@@ -151,7 +157,7 @@ def main() -> None:
         extra["position_moments"] = args.moments
     model, data, config = pretraining_recipe(args.model, max_cpu_time=args.budget, seed=args.seed,
                                              hole_probability=args.holes, hole_fraction=tuple(args.hole_fraction),
-                                             noise_std_range=(0.01, args.noise_max),
+                                             noise_std_range=(args.noise_min, args.noise_max),
                                              num_locations=tuple(args.locations), max_points=args.max_points,
                                              lattice_probability=args.lattice, **extra)
     stages = []
