@@ -121,7 +121,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = {"machine": machine(), "results": {}}
     for w in args.weights:
-        net = load_pretrained(w) if w in PRETRAINED else load_model(w, expected_name="bsa-tnp")
+        net = load_pretrained(w) if w in PRETRAINED else load_model(w)  # either shipped architecture
         res, start = {}, time.process_time()
         if "colorado" in args.parts:
             res["colorado"] = colorado(w, 0)
