@@ -383,12 +383,13 @@ def doc() -> None:
         lines.append("")
     mo = _load("era5-month")
     if mo:
-        lines += [f"**Whole ERA5 month** ({mo['targets']:,} targets, 90 % hidden, chunks of 24 h, 2 dask threads)", "",
+        lines += [f"**Whole ERA5 month** ({mo['targets']:,} targets, 90 % hidden, chunks of 24 h, 2 dask threads; "
+                  f"{mo['machine'].get('date', '')})", "",
                   "| model | wall s | CPU s | peak RSS MB |", "|---|---|---|---|"]
         for label, r in mo["results"].items():
             lines.append(f"| {label} (±{r['time_window']} h) | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
                          f"{r['peak_rss_mb']:.0f} |")
-        lines.append("")
+        lines += [""] + _kept_note(mo) + [""]
     sc = _load("scaling")
     if sc:
         m = sc["machine"]
