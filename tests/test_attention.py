@@ -296,3 +296,14 @@ def test_tiled_attention__one_tile_reuses_its_bias_in_backward(monkeypatch):
     ref = dense_attention(q, k, v, score, xq, xk, key_mask)
     for g, g_ref in zip(grads, _grads(ref, params, 3)):
         torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-11)
+
+
+def test_default_tiles__small_problems_stay_one_tile_large_ones_use_smaller_tiles():
+    """One tile up to ONE_TILE_ELEMENTS (training reuses its bias); beyond, tiles of about TILE_ELEMENTS."""
+    import sys
+
+    at = sys.modules["geonp.models.attention"]
+    assert at.default_tiles(8, 4, 1024, 512) == (1024, 512)  # the seeds' GP shape: 2**24 elements, one tile
+    q_tile, k_tile = at.default_tiles(4, 4, 4096, 2400)
+    assert k_tile == at.K_TILE and q_tile * 4 * 4 * k_tile == at.TILE_ELEMENTS
+    assert at.default_tiles(1, 4, 10, 5000) == (10, at.K_TILE)  # more keys than K_TILE: tiled along keys

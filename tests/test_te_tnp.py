@@ -149,6 +149,7 @@ def test_te_attention__matches_dense_reference(tiled):
     layer = _layer()
     if tiled:
         layer.tile_elements = 2 * 16 * 3  # [b=2, 1, 3, width=16]: 1 query × 3 keys per tile
+        layer.one_tile_elements = 0  # never one tile for the whole problem
     g = torch.Generator().manual_seed(4)
     zq, zk = torch.randn(2, 5, 16, generator=g, dtype=torch.float64), torch.randn(2, 7, 16, generator=g,
                                                                                    dtype=torch.float64)
@@ -176,6 +177,7 @@ def test_te_attention__location_update_is_translation_equivariant():
     """Shifting query and key locations shifts the updated locations by exactly the shift; tokens are unchanged."""
     layer = _layer()
     layer.tile_elements = 2 * 16 * 4
+    layer.one_tile_elements = 0
     g = torch.Generator().manual_seed(5)
     zq, zk = torch.randn(2, 6, 16, generator=g, dtype=torch.float64), torch.randn(2, 9, 16, generator=g,
                                                                                    dtype=torch.float64)

@@ -27,13 +27,16 @@ from .bias import TEScore
 from .layers import MLP, MultiHeadAttention
 from .score import MASKED, MIN_EXPONENT
 
-__all__ = ["TEAttention", "TEBlock", "PseudoLocations", "TE_TILE_ELEMENTS"]
+__all__ = ["TEAttention", "TEBlock", "PseudoLocations", "TE_TILE_ELEMENTS", "TE_ONE_TILE_ELEMENTS"]
 
 #: elements of one ``[b, q_tile, k_tile, width]`` pair tensor inside ρ or φ (4 MB in float32). ρ and φ make
 #: several passes over each pair tensor, so a tile that stays in the CPU cache is faster: against 2**24
 #: (64 MB), a TE-PT-TNP forward took 1.3 instead of 2.5 CPU-s and a training step 2.8 instead of 4.0
 #: (one thread, AMD EPYC, 2026-11-24; 2**19 and 2**21 were slower than 2**20). Results do not depend on it.
 TE_TILE_ELEMENTS = 2**20
+#: a whole problem up to this many pair elements (64 MB) stays one tile (the location update then reuses
+#: the attention's logits: cheaper at the seeds' training shapes); larger problems use TE_TILE_ELEMENTS
+TE_ONE_TILE_ELEMENTS = 2**24
 
 
 class TEAttention(nn.Module):
@@ -68,9 +71,12 @@ class TEAttention(nn.Module):
         self.phi = MLP(num_heads, phi_hidden, num_heads) if phi_hidden is not None else None
         self.width = max(num_heads + coord_dims, *rho_hidden, *(phi_hidden or ()))
         self.tile_elements = TE_TILE_ELEMENTS  # memory knob only: results do not depend on it
+        self.one_tile_elements = TE_ONE_TILE_ELEMENTS  # speed knob only (0: always tile by tile_elements)
 
     def tiles(self, b: int, nq: int, nk: int) -> tuple[int, int]:
         """Query and key tile sizes so that one ``[b, tq, tk, width]`` pair tensor holds about ``tile_elements``."""
+        if nk <= K_TILE and b * nq * nk * self.width <= max(self.tile_elements, self.one_tile_elements):
+            return max(1, nq), max(1, nk)  # one tile: eq. 10 shares its logits with the attention
         k_tile = max(1, min(nk, K_TILE, self.tile_elements // max(1, b * self.width)))
         q_tile = max(1, min(nq, self.tile_elements // max(1, b * k_tile * self.width)))
         return q_tile, k_tile
