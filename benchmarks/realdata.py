@@ -246,20 +246,13 @@ SCALING_GRIDS = ((192, 192, 64), (576, 640, 64), (192, 192, 32), (192, 192, 128)
 def scaling(args) -> dict:
     """Peak memory of a lazy infill to Zarr against the grid size (same chunks) and the chunk size (same grid).
 
-    Each run is a fresh process. Rows of models not run now are kept from the saved results (each row
-    carries its own date), so ``--models te-pt-tnp`` adds the fast model without rerunning BSA-TNP.
+    Each run is a fresh process, and each row carries its own date: with ``--keep-rows``,
+    ``--models te-pt-tnp`` reruns the fast model's rows and keeps the others.
     """
     import tempfile
 
-    saved = _load("scaling") or {}
     grids = [SCALING_GRIDS[i] for i in args.grids]
-    rerun = {(m, f"{ny}x{nx}x{args.frames} / {tile}") for m in args.models for ny, nx, tile in grids}
     results = {}
-    for key, row in saved.get("results", {}).items():
-        model = row.get("model", "bsa-tnp")  # rows from before rows named their model and date
-        if (model, key.removeprefix(model + " ")) not in rerun:
-            results[f"{model} {key.removeprefix(model + ' ')}"] = {"model": model, "date": saved["machine"]["date"],
-                                                                   **row}
     for model in args.models:
         for ny, nx, tile in grids:
             with tempfile.TemporaryDirectory() as tmp:
@@ -279,6 +272,7 @@ def _keep_saved(out: dict, saved: dict | None) -> dict:
     """Add the saved rows and fits that this run did not redo, each marked with the date of its run."""
     if not saved:
         return out
+    rerun = set(out.get("results", {}))
     kept = dict(saved.get("kept_rows", {}))
     for section in ("results", "fits"):  # the saved order, with this run's rows in place of theirs
         new, merged = out.get(section, {}), {}
@@ -287,12 +281,12 @@ def _keep_saved(out: dict, saved: dict | None) -> dict:
             if key not in new and section == "results":
                 kept[key] = kept.get(key, saved["machine"]["date"])
         out[section] = {**merged, **new}
-    out["kept_rows"] = {k: v for k, v in kept.items() if k not in out.get("rerun", ())}
+    out["kept_rows"] = {k: v for k, v in kept.items() if k not in rerun}
     return out
 
 
 def _kept_note(part: dict, prefix: str = "") -> list[str]:
-    """A line naming the rows that come from an earlier run (``--keep-rows``), if any."""
+    """Return a line naming the rows that come from an earlier run (``--keep-rows``), if any."""
     kept = {k.removeprefix(prefix): d for k, d in part.get("kept_rows", {}).items() if k.startswith(prefix)}
     if not kept:
         return []
@@ -423,7 +417,8 @@ def main() -> None:
     parser.add_argument("--no-reference", nargs="*", default=["te-pt-tnp"], metavar="MODEL",
                         help="era5-forecast: shipped models also run with reference='none' (a row each)")
     parser.add_argument("--step-hours", type=int, default=6, help="ERA5 infill eval frame spacing")
-    parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"], help="era5-month and scaling: models")
+    parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"],
+                        help="era5-month and scaling: models")
     parser.add_argument("--zero-shot", nargs="+", default=list(ZERO_SHOT), choices=ZERO_SHOT, metavar="MODEL",
                         help="shipped models with zero-shot and calibrated rows (default both)")
     parser.add_argument("--keep-rows", action="store_true",
@@ -445,11 +440,11 @@ def main() -> None:
                 part = {**result, "results": {k: v for k, v in result["results"].items() if k.startswith(kind + "/")},
                         "fits": {k: v for k, v in result["fits"].items() if k.startswith(kind + "/")}}
                 if args.keep_rows:
-                    part = _keep_saved({**part, "rerun": list(part["results"])}, _load(f"era5-infill-{kind}"))
+                    part = _keep_saved(part, _load(f"era5-infill-{kind}"))
                 save_json(f"realdata-era5-infill-{kind}", part)
         else:
-            if args.keep_rows and args.part != "scaling":  # scaling keeps other rows itself
-                result = _keep_saved({**result, "rerun": list(result["results"])}, _load(args.part))
+            if args.keep_rows:
+                result = _keep_saved(result, _load(args.part))
             save_json(f"realdata-{args.part}", result)
     if args.doc or args.part:
         doc()

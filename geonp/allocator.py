@@ -19,8 +19,8 @@ thread's arena keeps its own freed blocks: the realdata scaling benchmark's peak
 ``malloc_trim(0)``, which hands the free pages of every arena back to the system. Without it, blocks
 predicted on several threads leave glibc's heaps fragmented, so the process grew with the number of
 blocks written, not with the size of one: in the realdata scaling benchmark with TE-PT-TNP
-(``docs/benchmarks.md``) peak RSS went from 565 MB on a grid to 1,402 MB on one 10 × larger, and
-with the trim to 940 MB, at no measurable cost in time (a trim per block, not per tile).
+(``docs/benchmarks.md``) peak RSS went from 565 MB on a grid to 1,402 MB on one 10 × larger; with the
+trim 573 and 784 MB, at no measurable cost in time (a trim per block, not per tile).
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ def _glibc() -> ctypes.CDLL | None:
             try:
                 libc = ctypes.CDLL(None)
                 if hasattr(libc, "gnu_get_libc_version"):  # glibc only: musl's mallopt/malloc_trim are stubs
+                    libc.malloc_trim.argtypes, libc.malloc_trim.restype = (ctypes.c_size_t,), ctypes.c_int
+                    libc.mallopt.argtypes, libc.mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
                     _libc = libc
             except OSError:
                 pass
@@ -73,7 +75,6 @@ def release_freed_memory() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    libc.malloc_trim.argtypes, libc.malloc_trim.restype = (ctypes.c_size_t,), ctypes.c_int
     return bool(libc.malloc_trim(0))
 
 
@@ -96,6 +97,5 @@ def keep_freed_memory() -> bool:
     if libc is None:
         return _state
     mallopt = libc.mallopt
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     _state = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     return _state
