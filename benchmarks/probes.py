@@ -14,11 +14,17 @@
   ring inside the 12 × 12 block (ring 1 = the cells next to the data, ring 6 = the central 2 × 2),
   beside the fitted Matérn GP and linear interpolation of the baseline table on the same frames.
   Question: where in the hole does BSA-TNP lose to the GP, and is it bias, shrinkage or noise?
+* ``unit-scale``: zero-shot BSA-TNP with the space unit (the typical context spacing) multiplied by
+  a factor, on the ERA5 block (7 frames, ±1 h; also space only), ERA5 random (7 frames, ±3 h),
+  ``geonp demo`` (seeds 0 and 1), Colorado space only, and synthetic lattices with a large hole
+  (900 cells, half observed, a hole of 12 % of the cells, exact GP beside). Question: the block's
+  centre lies 4 units from the data, at the edge of the pretraining holes; does predicting in
+  coarser units (a smaller hole, measured in units) help, and is that general or the block's alone?
 
 Run ``python benchmarks/probes.py forecast-frames`` (about 25 CPU-minutes) or
 ``python benchmarks/probes.py te-local`` (about 15 CPU-minutes) or ``python benchmarks/probes.py
 bsa-local [--weights PATH]`` (about 15 CPU-minutes) or ``python benchmarks/probes.py block-rings``
-(about 10 CPU-minutes). Results:
+(about 10 CPU-minutes) or ``python benchmarks/probes.py unit-scale`` (about 6 CPU-minutes). Results:
 ``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes"); ``--doc``
 rebuilds the forecast table there from the saved results.
 """
@@ -28,10 +34,12 @@ from __future__ import annotations
 import pyproj  # noqa: F401  isort: skip
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -197,6 +205,114 @@ def block_rings(weights: str) -> list[dict]:
     return out
 
 
+@contextlib.contextmanager
+def _unit_factor(factor: float):
+    """Multiply the space unit that infill derives from the data (the context spacing) by ``factor``."""
+    import geonp.chunked
+
+    spacing = geonp.chunked.context_spacing_km
+    with mock.patch.object(geonp.chunked, "context_spacing_km", lambda *a, **k: factor * spacing(*a, **k)):
+        yield
+
+
+def _era5_subset(kind: str, tw: int, factor: float) -> dict:
+    da = rt.load_era5()
+    vals, scored = _masked(da, kind)
+    rows = []
+    with _unit_factor(factor):
+        for i in rt.era5_eval_times(6)[::4]:
+            ds = da.copy(data=vals).isel(time=slice(int(i) - tw, int(i) + tw + 1)).to_dataset(name="t2m")
+            pred = ds.np.infill("t2m", model="bsa-tnp", time_window=tw).isel(time=tw)
+            rows.append(rt.scores(da.values[i][scored[i]], pred.t2m_mean.values[scored[i]],
+                                  pred.t2m_std.values[scored[i]]))
+    return _mean(rows)
+
+
+def _demo_seeds(factor: float) -> dict:
+    from geonp.demo import run_demo
+
+    with _unit_factor(factor):
+        return _mean([run_demo(seed=seed).scores["geonp bsa-tnp (zero-shot)"] for seed in (0, 1)])
+
+
+def _colorado_space(factor: float) -> dict:
+    ds = rt.load_colorado()[["tmax"]]
+    vals = ds.tmax.values
+    rows = []
+    with _unit_factor(factor):
+        for i in rt.colorado_months():
+            hide = rt.colorado_mask(int(i), np.isfinite(vals[i]))
+            frame = ds.isel(time=slice(int(i), int(i) + 1)).copy()
+            masked = vals[i].copy()
+            masked[hide] = np.nan
+            frame["tmax"] = frame.tmax.dims, masked[None]
+            pred = frame.np.infill("tmax", model="bsa-tnp", time_window=0).isel(time=0)
+            rows.append(rt.scores(vals[i, hide], pred.tmax_mean.values[hide], pred.tmax_std.values[hide]))
+    return _mean(rows)
+
+
+GAP_BINS = (0.5, 1.0, 1.5, 2.0, 3.0, 8.0)
+
+
+def _synthetic_hole(factors: list[float]) -> list[dict]:
+    """RMSE by gap distance (units) on lattices with a large hole, the network's coordinates divided by each factor."""
+    from geonp.models import Batch
+    from geonp.pretrained import load_pretrained
+    from geonp.synthetic import SpaceTimeGP, gp_posterior
+
+    net = load_pretrained("bsa-tnp").eval()
+    sq = {f: [] for f in ["oracle", *factors]}
+    gaps = []
+    for ls in ((2.0, 4.0), (4.0, 8.0), (8.0, 16.0)):
+        gen = SpaceTimeGP(mode="infill", hole_probability=1.0, noise_std_range=(0.01, 0.0101),
+                          space_lengthscale_range=ls, num_locations=(900, 900), observed_fraction=(0.5, 0.5),
+                          window=(1, 1), hole_fraction=(0.12, 0.12), time_lengthscale_range=(3.0, 30.0),
+                          max_points=10_000, lattice_probability=1.0)
+        g = torch.Generator().manual_seed(7)
+        for _ in range(2):
+            batch, params = gen.sample_with_params(4, g)
+            yt = batch.yt[..., 0].double()
+            sq["oracle"].append((gp_posterior(batch, params, noisy_targets=True).loc[..., 0] - yt).square().numpy())
+            same = batch.xc[:, None, :, 2] == batch.xt[:, :, None, 2]
+            dist = torch.cdist(batch.xt[..., :2].double(), batch.xc[..., :2].double()).masked_fill(~same, np.inf)
+            gaps.append(dist.amin(-1).numpy())
+            for f in factors:
+                scale = torch.tensor([1 / f, 1 / f, 1.0], dtype=batch.xc.dtype)
+                with torch.no_grad():
+                    pred = net(Batch(xc=batch.xc * scale, yc=batch.yc, xt=batch.xt * scale))
+                sq[f].append((pred.loc[..., 0].double() - yt).square().numpy())
+    gap = np.concatenate([a.ravel() for a in gaps])
+    edges = (0.0, *GAP_BINS)
+    out = []
+    bins = [(gap >= lo) & (gap < hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    for name, parts in sq.items():
+        e = np.concatenate([a.ravel() for a in parts])
+        out.append({"part": "synthetic hole", "factor": name, "rmse": float(np.sqrt(e.mean())),
+                    "rmse_by_gap": [float(np.sqrt(e[b].mean())) if b.any() else None for b in bins],
+                    "n_by_gap": [int(b.sum()) for b in bins]})
+    return out
+
+
+def unit_scale() -> list[dict]:
+    """Zero-shot BSA-TNP with the space unit scaled, on the block, random, demo, Colorado and synthetic holes."""
+    parts = [("ERA5 block ±1 h", lambda f: _era5_subset("block", 1, f), (1.0, 1.5, 2.0, 3.0)),
+             ("ERA5 block, space only", lambda f: _era5_subset("block", 0, f), (1.0, 2.0)),
+             ("ERA5 random ±3 h", lambda f: _era5_subset("random", 3, f), (1.0, 2.0)),
+             ("geonp demo, seeds 0 and 1", _demo_seeds, (1.0, 1.5, 2.0)),
+             ("Colorado, space only", _colorado_space, (1.0, 2.0))]
+    out = []
+    for name, run, factors in parts:
+        for f in factors:
+            c0 = time.process_time()
+            row = {"part": name, "factor": f, **run(f), "cpu_s": time.process_time() - c0}
+            out.append(row)
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    for row in _synthetic_hole([1.0, 1.5, 2.0]):
+        out.append(row)
+        print(row, flush=True)
+    return out
+
+
 def forecast_table(data: dict) -> str:
     """Build the probe-forecast section of docs/benchmarks.md from its saved results."""
     m = data["machine"]
@@ -212,7 +328,8 @@ def forecast_table(data: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=["forecast-frames", "te-local", "bsa-local", "block-rings"])
+    parser.add_argument("probe", choices=["forecast-frames", "te-local", "bsa-local", "block-rings",
+                                                  "unit-scale"])
     parser.add_argument("--weights", default="bsa-tnp",
                         help="bsa-local, block-rings: a weights file instead of the shipped ones")
     parser.add_argument("--name", default=None, help="results name (default: the probe's)")
@@ -225,7 +342,7 @@ def main() -> None:
             rows = forecast_frames(args.frames)
         else:
             rows = {"te-local": te_local, "bsa-local": lambda: bsa_local(args.weights),
-                    "block-rings": lambda: block_rings(args.weights)}[args.probe]()
+                    "block-rings": lambda: block_rings(args.weights), "unit-scale": unit_scale}[args.probe]()
         save_json(f"probe-{args.name or args.probe}", {"machine": machine(), "weights": args.weights, "rows": rows})
     if args.probe == "forecast-frames":
         saved = json.loads((RESULTS / "probe-forecast-frames.json").read_text())
