@@ -16,15 +16,16 @@
   Question: where in the hole does BSA-TNP lose to the GP, and is it bias, shrinkage or noise?
 * ``unit-scale``: zero-shot BSA-TNP with the space unit (the typical context spacing) multiplied by
   a factor, on the ERA5 block (7 frames, ±1 h; also space only), ERA5 random (7 frames, ±3 h),
-  ``geonp demo`` (seeds 0 and 1), Colorado space only, and synthetic lattices with a large hole
-  (900 cells, half observed, a hole of 12 % of the cells, exact GP beside). Question: the block's
-  centre lies 4 units from the data, at the edge of the pretraining holes; does predicting in
-  coarser units (a smaller hole, measured in units) help, and is that general or the block's alone?
+  ``geonp demo`` (seeds 0 and 1), Colorado space only, and synthetic lattices with a hole (900
+  cells with a hole of 12 %, and 2,000 cells with a hole of 5 %, half observed, exact GP beside;
+  on the larger lattice also attention cut off beyond 8, 12 or 16 units). Question: the block's
+  centre lies 4 units from the data and its grid spans 33 × 22 units, both beyond most pretraining
+  tasks; does predicting in coarser units help, and is that general or the block's alone?
 
 Run ``python benchmarks/probes.py forecast-frames`` (about 25 CPU-minutes) or
 ``python benchmarks/probes.py te-local`` (about 15 CPU-minutes) or ``python benchmarks/probes.py
 bsa-local [--weights PATH]`` (about 15 CPU-minutes) or ``python benchmarks/probes.py block-rings``
-(about 10 CPU-minutes) or ``python benchmarks/probes.py unit-scale`` (about 6 CPU-minutes). Results:
+(about 10 CPU-minutes) or ``python benchmarks/probes.py unit-scale`` (about 12 CPU-minutes). Results:
 ``benchmarks/results/probe-<name>.json``; the reading is in ``docs/benchmarks.md`` ("Probes"); ``--doc``
 rebuilds the forecast table there from the saved results.
 """
@@ -254,19 +255,45 @@ def _colorado_space(factor: float) -> dict:
 GAP_BINS = (0.5, 1.0, 1.5, 2.0, 3.0, 8.0)
 
 
-def _synthetic_hole(factors: list[float]) -> list[dict]:
-    """RMSE by gap distance (units) on lattices with a large hole, the network's coordinates divided by each factor."""
+@contextlib.contextmanager
+def _attention_window(radius: float | None):
+    """Cut every space-biased attention off beyond ``radius`` units (a -30 logit penalty), or leave it."""
+    from geonp.models.bias import RBFBias
+
+    if radius is None:
+        yield
+        return
+    fast = RBFBias.fast_bias
+
+    def windowed(self, xq, xk):
+        out = fast(self, xq, xk)
+        if len(self.columns) != 2:  # the time bias
+            return out
+        far = (self.sqdist(xq, xk)[:, None] > radius**2).to(xq.dtype) * -30.0
+        far = far.expand(xq.shape[0], self.num_heads, xq.shape[1], xk.shape[1])
+        return far.contiguous() if out is None else out + far
+
+    with mock.patch.object(RBFBias, "fast_bias", windowed):
+        yield
+
+
+def _synthetic_hole(cells: int, hole: float, variants: list[tuple[float, float | None]]) -> list[dict]:
+    """RMSE by gap distance on lattices with a hole, per ``(factor, radius)`` variant.
+
+    Each variant divides the coordinates by ``factor`` and, unless ``radius`` is None, cuts
+    attention off beyond ``radius`` units.
+    """
     from geonp.models import Batch
     from geonp.pretrained import load_pretrained
     from geonp.synthetic import SpaceTimeGP, gp_posterior
 
     net = load_pretrained("bsa-tnp").eval()
-    sq = {f: [] for f in ["oracle", *factors]}
+    sq = {v: [] for v in ["oracle", *variants]}
     gaps = []
     for ls in ((2.0, 4.0), (4.0, 8.0), (8.0, 16.0)):
         gen = SpaceTimeGP(mode="infill", hole_probability=1.0, noise_std_range=(0.01, 0.0101),
-                          space_lengthscale_range=ls, num_locations=(900, 900), observed_fraction=(0.5, 0.5),
-                          window=(1, 1), hole_fraction=(0.12, 0.12), time_lengthscale_range=(3.0, 30.0),
+                          space_lengthscale_range=ls, num_locations=(cells, cells), observed_fraction=(0.5, 0.5),
+                          window=(1, 1), hole_fraction=(hole, hole), time_lengthscale_range=(3.0, 30.0),
                           max_points=10_000, lattice_probability=1.0)
         g = torch.Generator().manual_seed(7)
         for _ in range(2):
@@ -276,18 +303,20 @@ def _synthetic_hole(factors: list[float]) -> list[dict]:
             same = batch.xc[:, None, :, 2] == batch.xt[:, :, None, 2]
             dist = torch.cdist(batch.xt[..., :2].double(), batch.xc[..., :2].double()).masked_fill(~same, np.inf)
             gaps.append(dist.amin(-1).numpy())
-            for f in factors:
+            for f, radius in variants:
                 scale = torch.tensor([1 / f, 1 / f, 1.0], dtype=batch.xc.dtype)
-                with torch.no_grad():
+                with torch.no_grad(), _attention_window(radius):
                     pred = net(Batch(xc=batch.xc * scale, yc=batch.yc, xt=batch.xt * scale))
-                sq[f].append((pred.loc[..., 0].double() - yt).square().numpy())
+                sq[(f, radius)].append((pred.loc[..., 0].double() - yt).square().numpy())
     gap = np.concatenate([a.ravel() for a in gaps])
     edges = (0.0, *GAP_BINS)
-    out = []
     bins = [(gap >= lo) & (gap < hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    out = []
     for name, parts in sq.items():
         e = np.concatenate([a.ravel() for a in parts])
-        out.append({"part": "synthetic hole", "factor": name, "rmse": float(np.sqrt(e.mean())),
+        factor, radius = ("oracle", None) if name == "oracle" else name
+        out.append({"part": f"synthetic hole, {cells} cells", "factor": factor, "window": radius,
+                    "rmse": float(np.sqrt(e.mean())),
                     "rmse_by_gap": [float(np.sqrt(e[b].mean())) if b.any() else None for b in bins],
                     "n_by_gap": [int(b.sum()) for b in bins]})
     return out
@@ -307,9 +336,12 @@ def unit_scale() -> list[dict]:
             row = {"part": name, "factor": f, **run(f), "cpu_s": time.process_time() - c0}
             out.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
-    for row in _synthetic_hole([1.0, 1.5, 2.0]):
-        out.append(row)
-        print(row, flush=True)
+    synthetic = [(900, 0.12, [(1.0, None), (1.5, None), (2.0, None)]),
+                 (2000, 0.05, [(1.0, None), (1.5, None), (2.0, None), (1.0, 16.0), (1.0, 12.0), (1.0, 8.0)])]
+    for cells, hole, variants in synthetic:
+        for row in _synthetic_hole(cells, hole, variants):
+            out.append(row)
+            print(row, flush=True)
     return out
 
 
