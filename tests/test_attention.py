@@ -299,7 +299,7 @@ def test_tiled_attention__one_tile_reuses_its_bias_in_backward(monkeypatch):
 
 
 def test_default_tiles__small_problems_stay_one_tile_large_ones_use_smaller_tiles():
-    """One tile up to ONE_TILE_ELEMENTS (training reuses its bias); beyond, tiles of about TILE_ELEMENTS."""
+    """Under autograd one tile up to ONE_TILE_ELEMENTS; beyond, and in inference, tiles of about TILE_ELEMENTS."""
     import sys
 
     at = sys.modules["geonp.models.attention"]
@@ -307,3 +307,19 @@ def test_default_tiles__small_problems_stay_one_tile_large_ones_use_smaller_tile
     q_tile, k_tile = at.default_tiles(4, 4, 4096, 2400)
     assert k_tile == at.K_TILE and q_tile * 4 * 4 * k_tile == at.TILE_ELEMENTS
     assert at.default_tiles(1, 4, 10, 5000) == (10, at.K_TILE)  # more keys than K_TILE: tiled along keys
+    with torch.no_grad():
+        q_tile, k_tile = at.default_tiles(8, 4, 1024, 512)
+    assert k_tile == 512 and q_tile * 8 * 4 * k_tile == at.TILE_ELEMENTS
+
+
+def test_tiled_attention__inference_tiles_equal_training_tiles():
+    """The same problem run as one tile (autograd on) and as TILE_ELEMENTS tiles (no_grad) gives the same output."""
+    h = 4
+    score = SCORES["rbf-space-time"](h)
+    q, k, v, xq, xk = _inputs(8, h, 512, 512, 8, torch.float32, False)  # 2**23 elements
+    with torch.no_grad():
+        assert default_tiles(8, h, 512, 512)[0] < 512  # tiled along queries without autograd
+        inference = tiled_attention(q, k, v, score, xq, xk)
+    assert default_tiles(8, h, 512, 512) == (512, 512)  # one tile under autograd
+    training = tiled_attention(q, k, v, score, xq, xk)
+    torch.testing.assert_close(inference, training.detach(), rtol=1e-5, atol=1e-6)

@@ -173,6 +173,22 @@ def test_te_attention__matches_dense_reference(tiled):
         torch.testing.assert_close(a, b)
 
 
+def test_te_attention__inference_is_tiled_and_equals_the_one_tile_training_path():
+    """Without autograd a problem above tile_elements is tiled (bounded memory) and gives the one-tile result."""
+    layer = _layer()
+    layer.tile_elements = 2 * 16 * 4  # far below the problem; one_tile_elements keeps its default
+    g = torch.Generator().manual_seed(6)
+    zq, zk = (torch.randn(2, n, 16, generator=g, dtype=torch.float64) for n in (6, 9))
+    xq, xk = (torch.randn(2, n, 2, generator=g, dtype=torch.float64) for n in (6, 9))
+    assert layer.tiles(2, 6, 9) == (6, 9)  # autograd on: one tile
+    training = [t.detach() for t in layer(zq, layer.attn.keys_values(zk), xq, xk)]
+    with torch.no_grad():
+        assert layer.tiles(2, 6, 9) != (6, 9)
+        inference = layer(zq, layer.attn.keys_values(zk), xq, xk)
+    for a, b in zip(inference, training):
+        torch.testing.assert_close(a, b)
+
+
 def test_te_attention__location_update_is_translation_equivariant():
     """Shifting query and key locations shifts the updated locations by exactly the shift; tokens are unchanged."""
     layer = _layer()

@@ -34,8 +34,9 @@ BACKENDS = ("auto", "tiled", "dense", "flex")
 #: of the ERA5 infill 14-16 instead of 17 CPU-s; the bare kernel and a training step were unchanged
 #: (one thread, AMD EPYC, 2026-11-25, the other core busy). Results do not depend on it beyond rounding.
 TILE_ELEMENTS = 2**22
-#: a whole problem up to this many elements (64 MB) stays one tile, so that training reuses the forward
-#: pass' bias in the backward pass (every batch of the seeds' GP shape); larger problems use TILE_ELEMENTS
+#: under autograd, a whole problem up to this many elements (64 MB) stays one tile, so that training reuses
+#: the forward pass' bias in the backward pass (every batch of the seeds' GP shape); larger problems, and
+#: inference (no backward pass to share with), use TILE_ELEMENTS
 ONE_TILE_ELEMENTS = 2**24
 K_TILE = 1024
 
@@ -43,10 +44,13 @@ K_TILE = 1024
 def default_tiles(b: int, h: int, nq: int, nk: int, elements: int = TILE_ELEMENTS) -> tuple[int, int]:
     """Query and key tile sizes so that one ``[b, h, q_tile, k_tile]`` tile holds about ``elements``.
 
-    A problem with at most :data:`K_TILE` keys and :data:`ONE_TILE_ELEMENTS` elements in all is one tile.
+    Under autograd (training), a problem with at most :data:`K_TILE` keys and :data:`ONE_TILE_ELEMENTS`
+    elements in all is one tile; without it the tiles stay near ``elements``, which bounds the peak memory
+    of inference by the tile.
     """
     k_tile = max(1, min(nk, K_TILE))
-    if nk <= K_TILE and b * h * nq * nk <= max(elements, ONE_TILE_ELEMENTS):
+    one_tile = ONE_TILE_ELEMENTS if torch.is_grad_enabled() else 0
+    if nk <= K_TILE and b * h * nq * nk <= max(elements, one_tile):
         return max(1, nq), k_tile
     q_tile = max(1, min(nq, elements // max(1, b * h * k_tile)))
     return q_tile, k_tile

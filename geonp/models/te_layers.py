@@ -34,8 +34,9 @@ __all__ = ["TEAttention", "TEBlock", "PseudoLocations", "TE_TILE_ELEMENTS", "TE_
 #: (64 MB), a TE-PT-TNP forward took 1.3 instead of 2.5 CPU-s and a training step 2.8 instead of 4.0
 #: (one thread, AMD EPYC, 2026-11-24; 2**19 and 2**21 were slower than 2**20). Results do not depend on it.
 TE_TILE_ELEMENTS = 2**20
-#: a whole problem up to this many pair elements (64 MB) stays one tile (the location update then reuses
-#: the attention's logits: cheaper at the seeds' training shapes); larger problems use TE_TILE_ELEMENTS
+#: under autograd, a whole problem up to this many pair elements (64 MB) stays one tile (the location update
+#: then reuses the attention's logits: cheaper at the seeds' training shapes); larger problems, and inference
+#: (where the one tile cost 200 MB more peak memory and no time on the ERA5 month), use TE_TILE_ELEMENTS
 TE_ONE_TILE_ELEMENTS = 2**24
 
 
@@ -75,7 +76,8 @@ class TEAttention(nn.Module):
 
     def tiles(self, b: int, nq: int, nk: int) -> tuple[int, int]:
         """Query and key tile sizes so that one ``[b, tq, tk, width]`` pair tensor holds about ``tile_elements``."""
-        if nk <= K_TILE and b * nq * nk * self.width <= max(self.tile_elements, self.one_tile_elements):
+        one_tile = self.one_tile_elements if torch.is_grad_enabled() else 0  # inference: bounded by the tile
+        if nk <= K_TILE and b * nq * nk * self.width <= max(self.tile_elements, one_tile):
             return max(1, nq), max(1, nk)  # one tile: eq. 10 shares its logits with the attention
         k_tile = max(1, min(nk, K_TILE, self.tile_elements // max(1, b * self.width)))
         q_tile = max(1, min(nq, self.tile_elements // max(1, b * k_tile * self.width)))
