@@ -217,16 +217,9 @@ def _unit_factor(factor: float):
 
 
 def _era5_subset(kind: str, tw: int, factor: float) -> dict:
-    da = rt.load_era5()
-    vals, scored = _masked(da, kind)
-    rows = []
     with _unit_factor(factor):
-        for i in rt.era5_eval_times(6)[::4]:
-            ds = da.copy(data=vals).isel(time=slice(int(i) - tw, int(i) + tw + 1)).to_dataset(name="t2m")
-            pred = ds.np.infill("t2m", model="bsa-tnp", time_window=tw).isel(time=tw)
-            rows.append(rt.scores(da.values[i][scored[i]], pred.t2m_mean.values[scored[i]],
-                                  pred.t2m_std.values[scored[i]]))
-    return _mean(rows)
+        row = local("bsa-tnp", {kind: (tw,)}, [(None, None)])[0]
+    return {k: row[k] for k in ("rmse", "nll", "coverage")}
 
 
 def _demo_seeds(factor: float) -> dict:
@@ -237,19 +230,10 @@ def _demo_seeds(factor: float) -> dict:
 
 
 def _colorado_space(factor: float) -> dict:
-    ds = rt.load_colorado()[["tmax"]]
-    vals = ds.tmax.values
-    rows = []
+    import candidates
+
     with _unit_factor(factor):
-        for i in rt.colorado_months():
-            hide = rt.colorado_mask(int(i), np.isfinite(vals[i]))
-            frame = ds.isel(time=slice(int(i), int(i) + 1)).copy()
-            masked = vals[i].copy()
-            masked[hide] = np.nan
-            frame["tmax"] = frame.tmax.dims, masked[None]
-            pred = frame.np.infill("tmax", model="bsa-tnp", time_window=0).isel(time=0)
-            rows.append(rt.scores(vals[i, hide], pred.tmax_mean.values[hide], pred.tmax_std.values[hide]))
-    return _mean(rows)
+        return candidates.colorado("bsa-tnp", 0)
 
 
 GAP_BINS = (0.5, 1.0, 1.5, 2.0, 3.0, 8.0)
