@@ -560,6 +560,41 @@ def test_to_zarr_discards_mismatching_partial(tmp_path):
     np.testing.assert_array_equal(xr.open_zarr(path).t2m.values[:, 0, 0], np.arange(10) * 10.0)
 
 
+@pytest.mark.parametrize("change", ["global attribute", "variable attribute", "in-memory values"])
+def test_to_zarr_partial_of_another_run_restarts(tmp_path, change):
+    """A partial store of the same layout but another run (model, options, inputs) is not mixed in."""
+    path = tmp_path / "run.zarr"
+    first = _counted(8, fail_at=4)
+    first.attrs["geonp_model"] = "bsa-tnp"
+    with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError):
+        to_zarr(first, path, progress=False)
+    second = _counted(8, calls=(calls := Counter()))
+    second.attrs["geonp_model"] = "te-pt-tnp" if change == "global attribute" else "bsa-tnp"
+    if change == "variable attribute":
+        second["t2m"].attrs["long_name"] = "another quantity"
+    if change == "in-memory values":
+        second["elev"] = (("y", "x"), np.ones((3, 4)))
+        first_elev = _counted(8, fail_at=4)
+        first_elev.attrs["geonp_model"] = "bsa-tnp"
+        first_elev["elev"] = (("y", "x"), np.zeros((3, 4)))
+        with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError):
+            to_zarr(first_elev, path, progress=False)
+    to_zarr(second, path, progress=False)
+    assert set(calls) == {0, 2, 4, 6}  # every region written by this run
+    back = xr.open_zarr(path)
+    assert back.attrs["geonp_model"] == second.attrs["geonp_model"]
+    np.testing.assert_array_equal(back.t2m.values[:, 0, 0], np.arange(8) * 10.0)
+
+
+def test_to_zarr_resume_ignores_the_history_time_stamp(tmp_path):
+    """Only ``history`` may differ between the interrupted run and its rerun (it holds a time stamp)."""
+    path = tmp_path / "run.zarr"
+    with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError):
+        to_zarr(_counted(8, fail_at=4), path, progress=False, history="first try")
+    to_zarr(_counted(8, calls=(calls := Counter())), path, progress=False, history="second try")
+    assert set(calls) == {4, 6}
+
+
 def test_to_zarr_overwrite_keeps_old_store_until_new_is_complete(tmp_path):
     """A failed overwrite leaves the old store intact."""
     path = tmp_path / "out.zarr"

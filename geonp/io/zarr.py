@@ -5,7 +5,8 @@ everything is written. It first writes the metadata (and the small in-memory var
 dask-backed data one region at a time (one dask chunk along the first chunked dimension), recording each
 finished region in the partial store's group attributes (``.zattrs``). Running the same write again after an
 interruption finds that file, checks that it describes the same dataset (variables, dims, shapes,
-chunks, dtypes, index coordinates) and writes only the regions still missing.
+chunks, dtypes, index coordinates, in-memory values and attributes but ``history``) and writes only the
+regions still missing; a partial store of another run (another model or options) is discarded.
 
 The store is Zarr format 2 with consolidated metadata (``.zmetadata``). Why format 2: with zarr-python 3
 both formats read back with ``xarray.open_zarr(path, decode_coords="all")`` and ``.rio.crs``, but
@@ -118,7 +119,7 @@ def to_zarr(
     prepared, region_dim = _prepare(ds, attrs, history or f"wrote {path.name}")
     plan = _plan(prepared, region_dim)
     partial = path.with_name(path.name + PARTIAL_SUFFIX)
-    fingerprint = _fingerprint(prepared, plan)
+    fingerprint = _fingerprint(prepared, plan, _in_memory_digest(ds))
     done = _resume(partial, fingerprint)
     if done is None:
         _start(prepared, partial, fingerprint)
@@ -287,8 +288,26 @@ def _plan(ds: xr.Dataset, region_dim: Hashable | None) -> _Plan:
     return _Plan(region_dim, regions, region_vars, static_vars)
 
 
-def _fingerprint(ds: xr.Dataset, plan: _Plan) -> dict:
-    """Describe what a partial store must match to be resumed: layout, dtypes, chunks, index coordinates."""
+def _in_memory_digest(ds: xr.Dataset) -> str:
+    """sha256 of the names and values of the variables that are not dask-backed (before any chunking)."""
+    values = hashlib.sha256()
+    for name in sorted(ds.variables, key=str):
+        var = ds.variables[name]
+        if var.chunks is None:  # dask-backed variables are what the run computes; they are not read here
+            data = np.asarray(var.values)
+            values.update(str(name).encode())
+            values.update(np.ascontiguousarray(data.astype(str) if data.dtype.kind == "O" else data).tobytes())
+    return values.hexdigest()
+
+
+def _fingerprint(ds: xr.Dataset, plan: _Plan, in_memory: str) -> dict:
+    """Describe what a partial store must match to be resumed.
+
+    Layout, dtypes, chunks, index coordinates, the ``in_memory`` digest (:func:`_in_memory_digest` of
+    the caller's dataset) and every attribute but the global ``history`` (whose time stamp changes
+    with each run): a rerun with another model, other options or other provenance starts afresh
+    instead of keeping the regions an earlier, different run wrote.
+    """
     variables = {}
     for name, var in ds.variables.items():
         chunks = var.encoding.get("chunks")
@@ -297,19 +316,28 @@ def _fingerprint(ds: xr.Dataset, plan: _Plan) -> dict:
             "shape": list(var.shape),
             "dtype": str(var.dtype),
             "chunks": list(chunks) if chunks is not None else None,
+            "attrs": _digest(json.dumps({str(k): _attr_value(v) for k, v in var.attrs.items()}, sort_keys=True)),
         }
     digest = hashlib.sha256()
     for name in sorted(ds.indexes, key=str):
         digest.update(str(name).encode())
         digest.update(np.ascontiguousarray(ds.indexes[name].to_numpy()).astype(str).tobytes())
+    attrs = {str(k): _attr_value(v) for k, v in ds.attrs.items() if k != "history"}
     fingerprint = {
         "zarr_format": ZARR_FORMAT,
         "region_dim": None if plan.region_dim is None else str(plan.region_dim),
         "steps": plan.keys(),
         "variables": variables,
         "indexes": digest.hexdigest(),
+        "values": in_memory,
+        "attrs": _digest(json.dumps(attrs, sort_keys=True)),
     }
     return json.loads(json.dumps(fingerprint))
+
+
+def _digest(text: str) -> str:
+    """Short sha256 hex digest of a string."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # -------------------------------------------------------------------------------------------- write
