@@ -266,6 +266,9 @@ def forecast(
         hours = float(hours)
     except (TypeError, ValueError) as exc:
         raise TimeAxisError(f"hours={hours!r} is not a number of hours.") from exc
+    if not np.isfinite(hours):
+        raise TimeAxisError(f"hours={hours:g}; expected a finite positive multiple of the data's time step "
+                            f"({step:g} h), e.g. hours={6 * step:g}.")
     n_leads = hours / step
     if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-6:
         raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "

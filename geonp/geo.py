@@ -313,17 +313,18 @@ def find_elevation(ds: xr.Dataset, layout: Layout) -> np.ndarray | None:
 
 
 def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
+    for name in (layout.y, layout.x):  # projected x/y as well as longitude/latitude
+        values = np.asarray(ds[name].values, dtype=np.float64)
+        bad = int((~np.isfinite(values)).sum())
+        if bad:
+            raise CoordinateError(
+                f"coordinate {name!r} has {bad} missing (NaN or infinite) value(s) of {values.size}; expected a "
+                f"position for every point. Drop those points first, e.g. ds.where(ds[{name!r}].notnull(), "
+                "drop=True)."
+            )
     if layout.geographic:
         lat = np.asarray(ds[layout.y].values, dtype=np.float64)
         lon = np.asarray(ds[layout.x].values, dtype=np.float64)
-        for name, values in ((layout.y, lat), (layout.x, lon)):
-            bad = int((~np.isfinite(values)).sum())
-            if bad:
-                raise CoordinateError(
-                    f"coordinate {name!r} has {bad} missing (NaN or infinite) value(s) of {values.size}; expected a "
-                    f"position for every point. Drop those points first, e.g. ds.where(ds[{name!r}].notnull(), "
-                    "drop=True)."
-                )
         if np.abs(lat).max() > 90.0:
             raise CoordinateError(f"latitude {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
                                   "expected finite values in [-90, 90]. Check that latitude and longitude are not "
@@ -340,6 +341,10 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
             _check_monotonic(values, name)
     if layout.time is not None:
         t = ds[layout.time].values
+        if np.issubdtype(t.dtype, np.datetime64) and np.isnat(t).any():
+            raise CoordinateError(f"time coordinate {layout.time!r} has {int(np.isnat(t).sum())} missing (NaT) "
+                                  f"value(s) of {t.size}; expected a time for every frame. Drop them first, e.g. "
+                                  f"ds.sel({{{layout.time!r}: ds[{layout.time!r}].notnull()}}).")
         if len(t) > 1:
             d = timeaxis.steps_seconds(t) if timeaxis.is_time(t) else None
             if d is not None and not (d > 0).all():

@@ -183,6 +183,11 @@ def test_forecast_contract_and_errors(small):
     assert two.sizes["init_time"] == 2
     with pytest.raises(TimeAxisError, match="not a positive multiple of the data's time step \\(1 h\\)"):
         full.np.forecast("t2m", hours=1.5)
+    for bad in (float("nan"), float("inf")):  # before: a bare ValueError / OverflowError from round()
+        with pytest.raises(TimeAxisError, match="expected a finite positive multiple of the data's time step"):
+            full.np.forecast("t2m", hours=bad)
+    with pytest.raises(TimeAxisError, match="is not a number of hours"):
+        full.np.forecast("t2m", hours="six")
     with pytest.raises(TimeAxisError, match="no time axis"):
         full.isel(time=0).np.forecast("t2m", hours=1)
     with pytest.raises(TimeAxisError, match="is not a time step of the data"):

@@ -304,6 +304,9 @@ def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):
     line = _one_error_line(capsys)
     assert "hours=1.5" in line and "1 h" in line
     assert not (tmp_path / "o.zarr").exists()
+    assert main(["forecast", str(nc), "--hours", "nan", "--out", str(tmp_path / "o.zarr")]) == 2
+    assert "expected a finite positive multiple" in _one_error_line(capsys)
+    assert not (tmp_path / "o.zarr").exists()
 
 
 def test_cli__forecast_needs_time(nc_no_time, tmp_path, capsys):

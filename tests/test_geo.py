@@ -72,6 +72,17 @@ def test_missing_station_coordinates():
                     coords={"lat": ("station", [40.0, np.nan, 41.0]), "lon": ("station", [-105.0, -104.0, -103.0])})
     with pytest.raises(CoordinateError, match="'lat' has 1 missing \\(NaN or infinite\\) value.*notnull"):
         geo.describe(st)
+    projected = xr.Dataset({"t": (("station",), np.zeros(3))},
+                           coords={"x": ("station", [4e6, np.inf, 4.1e6]), "y": ("station", [3e6, 3.1e6, 3.2e6])})
+    with pytest.raises(CoordinateError, match="'x' has 1 missing \\(NaN or infinite\\) value.*notnull"):
+        geo.describe(projected, crs="EPSG:3035")  # before: accepted, and every prediction came out NaN
+
+
+def test_missing_times():
+    ds = grid()
+    ds = ds.assign_coords(time=[ds.time.values[0], np.datetime64("NaT"), ds.time.values[2]])
+    with pytest.raises(CoordinateError, match="'time' has 1 missing \\(NaT\\) value.*notnull"):
+        geo.describe(ds)
 
 
 def test_longitude_out_of_range():
