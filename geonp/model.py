@@ -18,7 +18,7 @@ import pyproj
 
 from .checkpoint import load_model as _load_net
 from .checkpoint import read_checkpoint, save_model
-from .errors import CheckpointNotFoundError, ModelMismatchError, UnknownOptionError, VariableTypeError
+from .errors import CheckpointError, CheckpointNotFoundError, ModelMismatchError, UnknownOptionError, VariableTypeError
 from .models import NeuralProcess, model_names
 from .normalise import Normaliser
 
@@ -154,11 +154,18 @@ def load_model(path: str | os.PathLike) -> Model:
     info = (payload.get("metadata") or {}).get("geonp_model")
     if not info:  # a bare network checkpoint: use it like the shipped weights
         return Model(net, Normaliser(), name=payload["model"], task="any", source=str(path))
-    return Model(
-        net, Normaliser.from_dict(info["normaliser"]), name=info["name"], task=info["task"],
-        variables=tuple(info["variables"]), crs_wkt=info["crs_wkt"], settings={"reference": "none", **info["settings"]},
-        source=str(path), metadata=(payload.get("metadata") or {}).get("training") or {},
-    )
+    try:
+        normaliser = Normaliser.from_dict(info["normaliser"])
+        fields = dict(name=info["name"], task=info["task"], variables=tuple(info["variables"]),
+                      crs_wkt=info["crs_wkt"], settings={"reference": "none", **info["settings"]})
+    except (KeyError, TypeError, ValueError) as exc:  # ConfigError is a ValueError
+        raise CheckpointError(
+            f"{str(path)!r} is a geonp checkpoint whose model metadata is damaged ({type(exc).__name__}: {exc}); "
+            "expected the fields Model.save writes (normaliser, name, task, variables, crs_wkt, settings). Save the "
+            "model again, or load the network alone with geonp.checkpoint.load_model."
+        ) from exc
+    return Model(net, normaliser, **fields, source=str(path),
+                 metadata=(payload.get("metadata") or {}).get("training") or {})
 
 
 def resolve_model(model: str | os.PathLike | Model) -> Model:

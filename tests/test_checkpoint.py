@@ -291,3 +291,20 @@ def test_save_model__refuses_str_subclasses_in_metadata(tmp_path):
     """A str subclass (e.g. torch.__version__) would pickle as an object: refused at save time."""
     with pytest.raises(CheckpointError, match=r"metadata\['torch'\] is a TorchVersion"):
         save_model(tiny("bsa-tnp"), tmp_path / "m.pt", metadata={"torch": torch.__version__})
+
+
+@pytest.mark.parametrize("info, problem", [
+    ({"name": "bsa-tnp"}, "KeyError: 'normaliser'"),
+    ({"normaliser": {"bogus": 1}, "name": "bsa-tnp", "task": "infill", "variables": ["t2m"], "crs_wkt": None,
+      "settings": {}}, "ConfigError: unknown Normaliser fields \\['bogus'\\]"),
+    ({"normaliser": {}, "name": "bsa-tnp", "task": "infill", "variables": 3, "crs_wkt": None, "settings": {}},
+     "TypeError"),
+])
+def test_geonp_load_model__damaged_model_metadata(tmp_path, info, problem):
+    """A geonp model file whose model metadata is damaged is a CheckpointError that says what is wrong."""
+    import geonp
+
+    path = tmp_path / "bad.geonp"
+    save_model(build_model("bsa-tnp", space_dims=2, time_dims=1), path, metadata={"geonp_model": info})
+    with pytest.raises(CheckpointError, match=f"model metadata is damaged \\({problem}.*Save the model again"):
+        geonp.load_model(path)
