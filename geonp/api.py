@@ -26,7 +26,7 @@ from .errors import (
     TimeAxisError,
     VariableNotFoundError,
 )
-from .model import Model, resolve_model, with_settings
+from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
 
 __all__ = ["infill", "forecast", "fit", "parse_duration"]
@@ -167,10 +167,12 @@ def infill(
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     from .fitting import calibrate_shipped
 
+    check_settings(halo=halo, half_window=time_window)
+    _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     base = calibrate_shipped(model, ds, layout, "infill", time_window=time_window) if calibrate else model
     m = with_settings(resolve_model(base), halo=halo, half_window=time_window)
-    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None)
+    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
     target = geo.describe_targets(targets, crs) if targets is not None else None
@@ -253,6 +255,8 @@ def forecast(
     calibrate: bool = False,
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
+    check_settings(halo=halo, context_frames=context_frames)
+    _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     if layout.time is None:
         raise TimeAxisError(f"{layout.var!r} has no time axis (dims {list(ds[layout.var].dims)}); forecasting needs "
@@ -274,7 +278,7 @@ def forecast(
         raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "
                             f"use e.g. hours={step * max(1, round(n_leads)):g}.")
     m = with_settings(resolve_model(model), halo=halo, context_frames=context_frames)
-    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True)
+    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
     inits = _init_indices(times, init_time)
     kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
@@ -333,6 +337,12 @@ def _reference_of(model: Model, reference: str | None) -> str:
     return wanted
 
 
+def _check_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r}; expected a whole number of tasks per forward pass >= 1 "
+                          "(default 8; lower it to save memory).")
+
+
 def fit(
     obj: xr.Dataset | xr.DataArray,
     var: str | None = None,
@@ -358,6 +368,7 @@ def fit(
 
     if task not in ("infill", "forecast"):
         raise ConfigError(f"task={task!r}; expected 'infill' or 'forecast'.")
+    check_settings(half_window=time_window, context_frames=context_frames)
     seconds = parse_duration(max_time)
     if seconds is None and steps is None and train_options.get("max_cpu_time") is None:
         raise ConfigError("fit needs a budget: pass max_time= (e.g. '10min') or steps= (e.g. 2000).")

@@ -64,6 +64,14 @@ def parse_chunks(spec: str | None) -> int | dict[str, int] | None:
 # ------------------------------------------------------------------------------------------ parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one ``geonp: error: ...`` line, like every other error."""
+
+    def error(self, message: str):  # noqa: D401  (argparse's name)
+        """Print one error line naming the command's help, and exit with status 2."""
+        self.exit(2, f"geonp: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _common(p: argparse.ArgumentParser, *, model_help: str) -> None:
     p.add_argument("input", metavar="INPUT", help="data file or store: .grib/.grb, .nc, .zarr, .tif, .csv (stations)")
     p.add_argument("--var", help="variable to use (may be omitted when the data have one)")
@@ -84,13 +92,15 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate the shipped weights on the input first (held-out observed points; for forecasts "
                         "the history before the first initial time), forward passes only")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N",
+                   help="tasks per forward pass (default 8; lower it to save memory)")
 
 
 _NAME_OR_PATH = "shipped model name (bsa-tnp, default; te-pt-tnp) or the path of a model saved by `geonp fit`"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="geonp", description="Infill and forecast gridded or station data with transformer neural processes.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{infill,forecast,fit,demo}")
 
@@ -132,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", choices=("auto", "diurnal", "none"), default="auto",
                    help="--task forecast: learn departures from the same hour a day earlier (diurnal) or the "
                         "variable itself (none); default auto (diurnal for sub-daily data with two days or more)")
+    p.add_argument("--preset", default="small", help="model size: small (default) or paper")
+    p.add_argument("--from-scratch", action="store_true",
+                   help="start from random weights instead of the shipped ones (bsa-tnp, te-pt-tnp)")
+    p.add_argument("--time-window", type=int, metavar="N",
+                   help="--task infill: frames each side of a target frame used as context")
+    p.add_argument("--context-frames", type=int, metavar="N", help="--task forecast: past frames used as context")
 
     p = sub.add_parser("demo", help="infill a synthetic gridded field with a shipped model, score it and map it",
                        description="Infill a synthetic 48x48x7 field with gaps (a known space-time GP on an EPSG:3035 "
@@ -144,6 +160,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace existing --out / --png")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; unknown options are reported by the subcommand's parser (its help is the one to read)."""
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -198,7 +224,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo,
-                            time_window=args.time_window, calibrate=args.calibrate)
+                            time_window=args.time_window, batch_size=args.batch_size, calibrate=args.calibrate)
     _write(result, out, args, history, start)
 
 
@@ -213,7 +239,7 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
         result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
                               halo=args.halo, context_frames=args.context_frames, reference=args.reference,
-                              calibrate=args.calibrate)
+                              batch_size=args.batch_size, calibrate=args.calibrate)
     _write(result, out, args, history, start)
 
 
@@ -227,7 +253,9 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     ds = _open(args, None)
     model = api.fit(ds, args.var, model=args.model, task=args.task, max_time=args.max_time, steps=args.steps,
                     seed=args.seed, covariates=args.covariates, crs=args.crs, device=args.device,
-                    progress=not args.quiet, reference=args.reference)
+                    progress=not args.quiet, reference=args.reference, preset=args.preset,
+                    pretrained=not args.from_scratch, time_window=args.time_window,
+                    context_frames=args.context_frames)
     model.metadata.setdefault("command", history)
     model.save(out)
     steps = model.metadata.get("steps")
@@ -258,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Argparse usage errors (unknown options, missing arguments) exit 2 through ``SystemExit``.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     history = shlex.join(["geonp", *argv])
     try:
         _COMMANDS[args.command](args, history)

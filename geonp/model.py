@@ -14,11 +14,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyproj
 
 from .checkpoint import load_model as _load_net
 from .checkpoint import read_checkpoint, save_model
-from .errors import CheckpointError, CheckpointNotFoundError, ModelMismatchError, UnknownOptionError, VariableTypeError
+from .errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ConfigError,
+    ModelMismatchError,
+    UnknownOptionError,
+    VariableTypeError,
+)
 from .models import NeuralProcess, model_names
 from .normalise import Normaliser
 
@@ -108,14 +116,22 @@ class Model:
 
         return cls(load_pretrained(name), Normaliser(), name=name, task="any", source=f"pretrained:{name}")
 
-    def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool) -> None:
-        """Refuse data this model was not trained for.
+    def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool,
+                         task: str | None = None) -> None:
+        """Refuse data (and a task) this model was not trained for.
 
         Raises
         ------
         ModelMismatchError
-            Another variable, a missing covariate, or another projected CRS.
+            Another variable, a missing covariate, another CRS (any two longitude/latitude CRSs count
+            as the same: geonp measures both in kilometres on the sphere), or ``task`` is not the one
+            the model was fitted for (shipped weights, ``task="any"``, serve both).
         """
+        if task is not None and self.task not in ("any", task):
+            raise ModelMismatchError(
+                f"this model was fitted for {self.task!r} but is used for {task!r}; fit one with task={task!r} "
+                f"(CLI: geonp fit --task {task}) or use a shipped model (model='bsa-tnp')."
+            )
         if self.variables and var not in self.variables:
             raise ModelMismatchError(
                 f"this model was trained on {list(self.variables)} but was given {var!r}; pass var= with one of "
@@ -132,7 +148,8 @@ class Model:
                                      "axis; fit a model on data without time.")
         if self.crs_wkt is not None:
             trained = pyproj.CRS.from_wkt(self.crs_wkt)
-            if not trained.is_geographic and not crs.equals(trained, ignore_axis_order=True):
+            both_geographic = trained.is_geographic and crs.is_geographic
+            if not both_geographic and not crs.equals(trained, ignore_axis_order=True):
                 raise ModelMismatchError(
                     f"this model was trained on coordinates in {trained.name!r} but the data are in {crs.name!r}; "
                     "reproject the data (ds.rio.reproject) or fit a model on them."
@@ -203,7 +220,44 @@ def resolve_model(model: str | os.PathLike | Model) -> Model:
                              f"{sorted(set(model_names()) - set(PRETRAINED))} (fit first), a geonp.Model or a path.")
 
 
-def with_settings(model: Model, **settings: Any) -> Model:
-    """A shallow copy of ``model`` with some prediction settings replaced (``None`` values ignored)."""
+#: the smallest value of each integer prediction setting
+_SETTING_MINIMUM = {"half_window": 0, "context_frames": 1}
+
+
+def check_settings(**settings: Any) -> dict:
+    """The prediction settings that are not ``None``, checked and converted (``halo`` float, frames int).
+
+    Raises
+    ------
+    ConfigError
+        ``halo`` is not a finite number >= 0, or ``half_window`` (``time_window=``) or
+        ``context_frames`` is not a whole number of frames (at least 0 and 1).
+    """
     new = {k: v for k, v in settings.items() if v is not None}
+    if "halo" in new:
+        halo = new["halo"]
+        if isinstance(halo, bool) or not isinstance(halo, (int, float, np.integer, np.floating)) or not (
+                np.isfinite(halo) and halo >= 0):
+            raise ConfigError(f"halo={halo!r}; expected a finite number >= 0 of model units (typical spacings), "
+                              "e.g. halo=8.")
+        new["halo"] = float(halo)
+    for key, low in _SETTING_MINIMUM.items():
+        if key in new:
+            v = new[key]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                name = "time_window" if key == "half_window" else key
+                raise ConfigError(f"{name}={v!r}; expected a whole number of frames >= {low}.")
+            new[key] = int(v)
+    return new
+
+
+def with_settings(model: Model, **settings: Any) -> Model:
+    """A shallow copy of ``model`` with some prediction settings replaced (``None`` values ignored).
+
+    Raises
+    ------
+    ConfigError
+        A setting out of range (see :func:`check_settings`).
+    """
+    new = check_settings(**settings)
     return replace(model, settings={**model.settings, **new}) if new else model

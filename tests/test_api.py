@@ -2,6 +2,7 @@
 
 import pyproj  # isort: skip
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -155,6 +156,18 @@ def test_projected_grid_with_crs_argument_and_in_attrs():
 
 def test_infill_errors():
     ds, _ = field()
+    for kwargs, message in [({"halo": -1}, "halo=-1; expected a finite number >= 0"),
+                            ({"halo": float("nan")}, "halo=nan; expected a finite number"),
+                            ({"time_window": -1}, "time_window=-1; expected a whole number of frames >= 0"),
+                            ({"time_window": 1.5}, "time_window=1.5; expected a whole number"),
+                            ({"batch_size": 0}, "batch_size=0; expected a whole number of tasks")]:
+        with pytest.raises(ConfigError, match=message):
+            ds.np.infill("t2m", calibrate=True, **kwargs)  # refused before any calibration work
+    full = ds.fillna(ds.t2m.mean())
+    with pytest.raises(ConfigError, match="context_frames=0; expected a whole number of frames >= 1"):
+        full.np.forecast("t2m", hours=1, context_frames=0)
+    with pytest.raises(ConfigError, match="time_window=-2; expected a whole number"):
+        ds.np.fit("t2m", steps=0, time_window=-2)
     with pytest.raises(NoDataError, match="every value of 't2m' is missing"):
         (ds * np.nan).np.infill("t2m")
     one = ds.t2m.where(ds.t2m.isnull()).copy()
@@ -238,6 +251,20 @@ def test_model_crs_mismatch():
     gappy = proj.where(np.isfinite(ds.t2m.values))
     with pytest.raises(ModelMismatchError, match="trained on coordinates in"):
         gappy.np.infill("v", model=m, crs="EPSG:27700")
+    latlon = ds.np.fit("t2m", steps=0, progress=False, covariates=[])
+    with pytest.raises(ModelMismatchError, match="trained on coordinates in 'WGS 84' but the data are in .*reproject"):
+        gappy.np.infill("v", model=dataclasses.replace(latlon, variables=("v",)), crs="EPSG:3035")  # before: accepted
+
+
+def test_model_task_mismatch():
+    ds, _ = field()
+    full = ds.fillna(ds.t2m.mean())
+    forecaster = full.np.fit("t2m", task="forecast", steps=0, progress=False, covariates=[])
+    with pytest.raises(ModelMismatchError, match="fitted for 'forecast' but is used for 'infill'.*task='infill'"):
+        ds.np.infill("t2m", model=forecaster)
+    infiller = ds.np.fit("t2m", task="infill", steps=0, progress=False, covariates=[])
+    with pytest.raises(ModelMismatchError, match="fitted for 'infill' but is used for 'forecast'"):
+        full.np.forecast("t2m", hours=1, model=infiller)
 
 
 def test_parse_duration():

@@ -74,17 +74,25 @@ def test_cli__unknown_command_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["frobnicate"])
     assert exc.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+    assert "invalid choice: 'frobnicate'" in _one_error_line(capsys)
 
 
 @pytest.mark.parametrize("argv", [["demo", "--bogus"], ["infill", "x.nc", "--out", "o.zarr", "--bogus"]])
 def test_cli__unknown_option_exits_2(capsys, argv):
-    """An unknown option is rejected by argparse with its one `geonp ...: error:` line."""
+    """An unknown option is one `geonp: error:` line (no usage block) naming the command's help."""
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert "error: unrecognized arguments: --bogus" in err and "Traceback" not in err
+    line = _one_error_line(capsys)
+    assert "unrecognized arguments: --bogus" in line and f"see `geonp {argv[0]} --help`" in line
+
+
+def test_cli__bad_option_value_is_one_error_line(capsys):
+    """An option value of the wrong type is one `geonp: error:` line too."""
+    with pytest.raises(SystemExit) as exc:
+        main(["forecast", "x.nc", "--hours", "abc", "--out", "o.zarr"])
+    assert exc.value.code == 2
+    assert "argument --hours: invalid float value: 'abc'" in _one_error_line(capsys)
 
 
 @pytest.mark.parametrize("argv, missing", [
@@ -97,7 +105,7 @@ def test_cli__missing_required_argument_exits_2(capsys, argv, missing):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    assert re.search(rf"error: the following arguments are required: .*{missing}", capsys.readouterr().err)
+    assert re.search(rf"error: the following arguments are required: .*{missing}", _one_error_line(capsys))
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -218,13 +226,34 @@ def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypa
     model = tmp_path / "m.geonp"
     argv = ["fit", str(nc), "--out", str(model), "--var", "t2m", "--model", "te-tnp", "--task", "forecast",
             "--max-time", "90s", "--steps", "7", "--seed", "3", "--covariates", "hour", "--device", "cpu", "--quiet",
-            "--reference", "none"]
+            "--reference", "none", "--preset", "paper", "--from-scratch", "--context-frames", "3"]
     assert main(argv) == 0
     assert seen == {"var": "t2m", "sizes": {"time": 4, "latitude": 8, "longitude": 10}, "model": "te-tnp",
                     "task": "forecast", "max_time": "90s", "steps": 7, "seed": 3, "covariates": ["hour"], "crs": None,
-                    "device": "cpu", "progress": False, "reference": "none"}
+                    "device": "cpu", "progress": False, "reference": "none", "preset": "paper", "pretrained": False,
+                    "time_window": None, "context_frames": 3}
     assert model.read_bytes() == b"model"
     assert capsys.readouterr().out.startswith(f"saved te-tnp (forecast of t2m, 7 steps) to {model}")
+
+
+@pytest.mark.parametrize("command, extra", [("infill", ["--time-window", "2"]),
+                                            ("forecast", ["--hours", "1", "--context-frames", "2"])])
+def test_cli_predict__passes_batch_size_and_windows_on(nc, tmp_path, monkeypatch, command, extra):
+    """--batch-size and the window options reach geonp.api (nothing is computed here)."""
+    import geonp.api
+
+    seen = {}
+
+    def fake(ds, var, **kwargs):
+        seen.update(kwargs)
+        raise geonp.errors.ConfigError("stop here")
+
+    monkeypatch.setattr(geonp.api, command, fake)
+    argv = [command, str(nc), "--out", str(tmp_path / "o.zarr"), "--batch-size", "3", *extra]
+    assert main(argv) == 2
+    assert seen["batch_size"] == 3
+    assert seen.get("time_window", seen.get("context_frames")) == 2
+    assert not (tmp_path / "o.zarr").exists()
 
 
 @pytest.mark.slow
