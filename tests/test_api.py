@@ -458,3 +458,38 @@ def test_monthly_forecast_is_regular_enough():
     step = float(np.median(np.diff(st.time.values).astype("timedelta64[h]").astype(float)))
     fc = st.np.forecast("tmax", hours=step, model="te-pt-tnp")
     assert fc.tmax_mean.shape == (1, 1, st.sizes["station"])
+
+
+def _grid_without_time(lon):
+    lat = np.linspace(-5, 5, 8)
+    v = (280 + np.sin(np.arange(8))[:, None] + np.cos(np.arange(len(lon)))[None]).astype("float32")
+    v = np.where(np.random.default_rng(1).random(v.shape) < 0.4, np.nan, v)
+    return xr.Dataset({"t": (("lat", "lon"), v, {"units": "K"})}, coords={"lat": lat, "lon": np.asarray(lon, float)})
+
+
+def test_infill_across_the_dateline_without_time():
+    """A grid across the dateline, without time: -180..180 and 0..360 longitudes give the same result."""
+    lon = [176, 177, 178, 179, 180, -179, -178, -177, -176, -175]
+    a = _grid_without_time(lon).np.infill("t")
+    b = _grid_without_time(np.asarray(lon) % 360).np.infill("t")
+    assert a.t_mean.dims == ("lat", "lon") and np.isfinite(a.t_mean).all() and (a.t_std > 0).all()
+    np.testing.assert_allclose(a.t_mean.values, b.t_mean.values, atol=1e-5)
+    np.testing.assert_allclose(a.t_std.values, b.t_std.values, rtol=1e-5)
+
+
+def test_infill_projected_stations_with_elevation():
+    """Stations on x/y with crs= and an elevation coordinate: filled, CRS written back, elevation used."""
+    rng = np.random.default_rng(0)
+    n = 30
+    elev = 1000 * rng.random(n)
+    st = xr.Dataset({"v": (("station",), (15 - 6.5e-3 * elev + 0.3 * rng.normal(size=n)).astype("float32"))},
+                    coords={"station": np.arange(n), "x": ("station", 4e6 + 1e5 * rng.random(n)),
+                            "y": ("station", 3e6 + 1e5 * rng.random(n)), "elevation": ("station", elev)})
+    st["v"][::4] = np.nan
+    out = st.np.infill("v", crs="EPSG:3035")
+    gaps = np.isnan(st.v.values)
+    assert out.v_mean.dims == ("station",) and np.isfinite(out.v_mean).all()
+    assert out.rio.crs.to_epsg() == 3035
+    truth = 15 - 6.5e-3 * elev[gaps]
+    assert np.sqrt(np.mean((out.v_mean.values[gaps] - truth) ** 2)) < 1.0  # the lapse rate is followed
+    np.testing.assert_array_equal(out.v_filled.values[~gaps], st.v.values[~gaps])
