@@ -239,6 +239,24 @@ def test_rbf_bias__active_bases_prune_far_tiles_below_resolution():
         torch.testing.assert_close(fast, full, rtol=0, atol=16 * torch.finfo(torch.float64).eps)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_rbf_bias__fast_path_mixes_each_head_with_its_own_terms(dtype):
+    """Heads with different numbers of active terms, and one with none, match the reference bias."""
+    bias = RBFBias(3, 5, (0, 1), lengthscales=(0.2, 3.0)).to(dtype)
+    with torch.no_grad():
+        bias.weight.copy_(torch.randn(3, 5, generator=torch.Generator().manual_seed(0)))
+        bias.weight[0, 1:3] = 0.0  # head 0: three terms
+        bias.weight[1] = 0.0  # head 1: none
+    g = torch.Generator().manual_seed(1)
+    xq, xk = torch.rand(2, 40, 2, generator=g, dtype=dtype) * 4, torch.rand(2, 300, 2, generator=g, dtype=dtype) * 4
+    active = bias.active_bases(xq, xk)
+    assert [sum(row) for row in active] == [3, 0, 5]
+    fast, ref = bias.fast_bias(xq, xk), bias.bias(xq, xk).detach()
+    assert bool((fast[:, 1] == 0).all())
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(fast, ref, rtol=64 * eps, atol=64 * eps)
+
+
 def test_order_columns__euclidean_parts_only():
     space, time = RBFBias(2, 5, (0, 1)), RBFBias(2, 3, (2,))
     assert SumBias([space, time]).order_columns == (0, 1)
