@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, UnknownOptionError
+from .native import rbf_bias_kernel
 from .score import LOG2E, MIN_EXPONENT, ScoreMod
 
 __all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
@@ -183,6 +184,17 @@ class RBFBias(ScoreMod):
         rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
         if not rows:
             return out.zero_()
+        kernel = rbf_bias_kernel() if xq.dtype == torch.float32 and xq.device.type == "cpu" else None
+        if kernel is not None and self.metric == "euclidean":
+            cols = list(self.columns)
+            neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).float()
+            term_weight = torch.stack([weight[i, f] for i, f in rows]).float()
+            counts = torch.tensor([sum(1 for i2, _ in rows if i2 == i) for i in range(h)])
+            head_start = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+            for j in range(b):
+                kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start,
+                       LOG2E * MIN_EXPONENT, out[j])
+            return out
         neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows])[:, None].to(xq.dtype)  # [terms, 1]
         # rows are ordered by head: head i's terms are rows[start:stop], mixed by its own weights [1, k]
         spans, start = [], 0

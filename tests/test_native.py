@@ -1,0 +1,150 @@
+"""The compiled RBF bias kernel (geonp/models/native.py): exact to float32 rounding, and optional."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from geonp.models import native
+from geonp.models.bias import RBFBias
+from geonp.models.score import LOG2E, MIN_EXPONENT
+
+
+@pytest.fixture
+def kernel():
+    k = native.rbf_bias_kernel()
+    if k is None:
+        pytest.skip(f"no compiled kernel here: {native.status()}")
+    return k
+
+
+@pytest.fixture
+def fresh_state(monkeypatch, tmp_path):
+    """A kernel state of its own, built into tmp_path; the shared one is restored afterwards."""
+    saved = dict(native._state)
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
+    native._reset()
+    yield tmp_path
+    native._state.update(saved)
+
+
+def _reference(xq, xk, rate, weight, head_start, nheads):
+    d2 = (xq.double()[:, None, :] - xk.double()[None, :, :]).square().sum(-1)
+    ref = torch.zeros(nheads, *d2.shape, dtype=torch.float64)
+    for h in range(nheads):
+        for t in range(int(head_start[h]), int(head_start[h + 1])):
+            ref[h] += weight[t].double() * torch.exp2(torch.clamp(rate[t].double() * d2, min=LOG2E * MIN_EXPONENT))
+    return ref
+
+
+def test_exp2_within_float32_rounding_over_the_whole_range(kernel):
+    """One term with rate -1 gives 2^(-d²) for d² from 0 to past the clamp: within 2 float32 eps (relative)."""
+    d2 = torch.cat([torch.linspace(0, 2, 20001), torch.linspace(2, 130, 20001)]).float()
+    xk = d2.sqrt()[:, None]
+    out = torch.empty(1, 1, len(d2))
+    kernel(torch.zeros(1, 1), xk, torch.tensor([-1.0]), torch.tensor([1.0]), torch.tensor([0, 1]),
+           LOG2E * MIN_EXPONENT, out)
+    d2_used = (xk[:, 0] * xk[:, 0]).double()  # what the kernel squares, rounded as float32
+    ref = torch.exp2(torch.clamp(-d2_used, min=LOG2E * MIN_EXPONENT))
+    rel = ((out[0, 0].double() - ref) / ref).abs()
+    assert float(rel.max()) < 4 * torch.finfo(torch.float32).eps / 2
+
+
+@pytest.mark.parametrize("ncol", [1, 2, 3])
+def test_kernel_matches_float64_sum(kernel, ncol):
+    """Heads with 0, 3, 5 and 7 terms, keys not a multiple of the block, a strided output."""
+    g = torch.Generator().manual_seed(ncol)
+    nq, nk = 9, 700
+    xq, xk = torch.rand(nq, ncol, generator=g) * 6, torch.rand(nk, ncol, generator=g) * 6
+    head_start = torch.tensor([0, 3, 3, 8, 15])
+    rate = -torch.rand(15, generator=g) * 3 - 1e-3
+    weight = torch.randn(15, generator=g)
+    big = torch.full((2, 4, nq + 2, nk), float("nan"))
+    out = big[1, :, 1 : nq + 1]  # [h, nq, nk]: head and row strides of the larger buffer
+    kernel(xq, xk, rate, weight, head_start, LOG2E * MIN_EXPONENT, out)
+    ref = _reference(xq, xk, rate, weight, head_start, 4)
+    assert bool((out[1] == 0).all())
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=1e-6 * float(ref.abs().max()))
+    assert bool(big[0].isnan().all()) and bool(big[1, :, 0].isnan().all()) and bool(big[1, :, -1].isnan().all())
+
+
+def test_rows_split_over_threads_give_the_same_bits(kernel, monkeypatch):
+    g = torch.Generator().manual_seed(3)
+    xq, xk = torch.rand(301, 2, generator=g) * 20, torch.rand(257, 2, generator=g) * 20
+    args = (xq, xk, -torch.rand(5, generator=g), torch.randn(5, generator=g), torch.tensor([0, 5]), -100.0)
+    monkeypatch.setattr(native, "PARALLEL_PAIRS", 1000)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = torch.empty(1, 301, 257)
+        kernel(*args, one)
+        torch.set_num_threads(3)
+        split = torch.empty(1, 301, 257)
+        kernel(*args, split)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, split)
+
+
+def test_rbf_bias_uses_the_kernel_for_float32_euclidean_only(kernel, monkeypatch):
+    calls = []
+    call = type(kernel).__call__
+
+    def spy(self, *args):
+        calls.append(args[0].dtype)
+        return call(self, *args)
+
+    monkeypatch.setattr(type(kernel), "__call__", spy)
+    xq, xk = torch.rand(2, 30, 2) * 4, torch.rand(2, 40, 2) * 4
+    for bias, dtype, used in ((RBFBias(2, 5, (0, 1)), torch.float32, True),
+                              (RBFBias(2, 5, (0, 1)), torch.float64, False),
+                              (RBFBias(2, 5, (0, 1), metric="geodesic"), torch.float32, False)):
+        bias = bias.to(dtype)
+        calls.clear()
+        fast = bias.fast_bias(xq.to(dtype), xk.to(dtype))
+        assert bool(calls) == used
+        eps = torch.finfo(dtype).eps
+        torch.testing.assert_close(fast, bias.bias(xq.to(dtype), xk.to(dtype)).detach(), rtol=64 * eps, atol=64 * eps)
+
+
+def test_turned_off_by_the_environment(fresh_state, monkeypatch):
+    monkeypatch.setenv(native.ENV, "0")
+    assert native.rbf_bias_kernel() is None
+    bias = RBFBias(2, 5, (0, 1))
+    xq, xk = torch.rand(1, 20, 2), torch.rand(1, 30, 2)
+    torch.testing.assert_close(bias.fast_bias(xq, xk), bias.bias(xq, xk).detach(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_failed_build_falls_back_to_torch_and_says_why(fresh_state, monkeypatch):
+    monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
+    assert native.rbf_bias_kernel() is None
+    assert "not used" in native.status() and "failed" in native.status()
+    assert not list(fresh_state.glob("*.so"))  # nothing half-written is left behind
+    bias = RBFBias(2, 5, (0, 1))
+    xq, xk = torch.rand(1, 20, 2), torch.rand(1, 30, 2)
+    torch.testing.assert_close(bias.fast_bias(xq, xk), bias.bias(xq, xk).detach(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_kernel_failing_its_self_check_is_not_used(fresh_state, monkeypatch):
+    if native._compiler() is None:
+        pytest.skip("no C compiler here")
+    monkeypatch.setattr(native, "_self_check", lambda kernel: "self-check error 1.00e+00 > 1e-5")
+    assert native.rbf_bias_kernel() is None
+    assert "self-check error" in native.status()
+
+
+def test_no_compiler_found(fresh_state, monkeypatch):
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    assert native.rbf_bias_kernel() is None
+    assert native.status().startswith("no C compiler found")
+
+
+def test_built_once_into_the_cache_folder(fresh_state):
+    if native._compiler() is None:
+        pytest.skip("no C compiler here")
+    k = native.rbf_bias_kernel()
+    assert k is not None and native.status() == f"ready: {k.path}"
+    assert k.path.parent == fresh_state and [p.name for p in fresh_state.iterdir()] == [k.path.name]
+    native._reset()
+    again = native.rbf_bias_kernel()
+    assert again.path == k.path  # the cached library is loaded, not rebuilt
