@@ -148,3 +148,39 @@ def test_built_once_into_the_cache_folder(fresh_state):
     native._reset()
     again = native.rbf_bias_kernel()
     assert again.path == k.path  # the cached library is loaded, not rebuilt
+
+
+def test_gradient_sums_match_float64(kernel, monkeypatch):
+    """``grad`` adds Σ g 2^e and Σ g d² 2^e per term, split over threads or not."""
+    g = torch.Generator().manual_seed(5)
+    xq, xk = torch.rand(300, 2, generator=g) * 5, torch.rand(520, 2, generator=g) * 5
+    head_start = torch.tensor([0, 5, 10])
+    rate = -torch.rand(10, generator=g) * 2 - 1e-3
+    big = torch.randn(2, 300, 530, generator=g)
+    grad = big[:, :, 5:525]  # strided rows
+    d2 = (xq.double()[:, None] - xk.double()[None]).square().sum(-1)
+    monkeypatch.setattr(native, "PARALLEL_PAIRS", 4096)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            gw, gd = torch.full((10,), 1.0, dtype=torch.float64), torch.zeros(10, dtype=torch.float64)
+            kernel.grad(xq, xk, rate, head_start, LOG2E * MIN_EXPONENT, grad, gw, gd)
+            for t in range(10):
+                e = torch.exp2(torch.clamp(rate[t].double() * d2, min=LOG2E * MIN_EXPONENT)) * grad[t // 5].double()
+                torch.testing.assert_close(gw[t], 1.0 + e.sum(), rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(gd[t], (e * d2).sum(), rtol=1e-5, atol=1e-5)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_rbf_bias_gradients_in_float32_match_float64_autograd(kernel):
+    bias = RBFBias(3, 5, (0, 1), lengthscales=(0.2, 3.0))
+    g = torch.Generator().manual_seed(6)
+    xq, xk = torch.randn(2, 40, 2, generator=g) * 2, torch.randn(2, 60, 2, generator=g) * 2
+    grad = torch.randn(2, 3, 40, 60, generator=g)
+    fast = bias.bias_grad(xq, xk, grad)
+    ref = bias.double()
+    auto = torch.autograd.grad((ref.bias(xq.double(), xk.double()) * grad.double()).sum(), list(ref.parameters()))
+    for a, b in zip(fast, auto):
+        torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))

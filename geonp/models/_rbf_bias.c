@@ -82,3 +82,48 @@ void geonp_rbf_bias_f32(const float *xq, int64_t nq, const float *xk_t, int64_t 
         }
     }
 }
+
+/* Gradient sums of the same bias for a gradient grad[h * head_stride + i * row_stride + j] of the
+ * output: for every term t of head h, g_weight[t] += sum_ij grad * 2**e and
+ * g_decay[t] += sum_ij grad * d2 * 2**e, with e = max(rate[t] d2, min_exp) (RBFBias.bias_grad turns
+ * these into the gradients of the weights and the log-lengthscales).  Sums over a block of keys are
+ * taken in float32, across blocks and rows in float64. */
+void geonp_rbf_bias_grad_f32(const float *xq, int64_t nq, const float *xk_t, int64_t nk, int64_t ncol,
+                             const float *rate, const int64_t *head_start, int64_t nheads, float min_exp,
+                             const float *grad, int64_t head_stride, int64_t row_stride,
+                             double *g_weight, double *g_decay)
+{
+    float d2[GEONP_BLOCK];
+    for (int64_t i = 0; i < nq; ++i) {
+        for (int64_t j0 = 0; j0 < nk; j0 += GEONP_BLOCK) {
+            const int64_t m = nk - j0 < GEONP_BLOCK ? nk - j0 : GEONP_BLOCK;
+            for (int64_t j = 0; j < m; ++j)
+                d2[j] = 0.0f;
+            for (int64_t c = 0; c < ncol; ++c) {
+                const float q = xq[i * ncol + c];
+                const float *k = xk_t + c * nk + j0;
+                for (int64_t j = 0; j < m; ++j) {
+                    const float d = q - k[j];
+                    d2[j] += d * d;
+                }
+            }
+            for (int64_t h = 0; h < nheads; ++h) {
+                const float *g = grad + h * head_stride + i * row_stride + j0;
+                for (int64_t t = head_start[h]; t < head_start[h + 1]; ++t) {
+                    const float r = rate[t];
+                    float sw = 0.0f, sd = 0.0f;
+#pragma omp simd reduction(+ : sw, sd)
+                    for (int64_t j = 0; j < m; ++j) {
+                        float e = r * d2[j];
+                        e = e < min_exp ? min_exp : e;
+                        const float v = g[j] * geonp_exp2_nonpos(e);
+                        sw += v;
+                        sd += v * d2[j];
+                    }
+                    g_weight[t] += sw;
+                    g_decay[t] += sd;
+                }
+            }
+        }
+    }
+}

@@ -157,6 +157,12 @@ class RBFBias(ScoreMod):
         tol = torch.finfo(xq.dtype).eps / 10
         return (self.rate().detach() * d2_min < torch.log(weight / tol)).tolist()  # log 0 = -inf: skipped
 
+    def _kernel(self, xq: Tensor):
+        """The compiled kernel (geonp/models/native.py) where it applies: float32, CPU, Euclidean; else None."""
+        if xq.dtype != torch.float32 or xq.device.type != "cpu" or self.metric != "euclidean":
+            return None
+        return rbf_bias_kernel()
+
     def _chunks(self, xq: Tensor, xk: Tensor):
         """Yield ``(j, r0, r1, d2)``: task ``j``'s query rows ``r0:r1`` and their squared distances ``[1, n]``.
 
@@ -184,8 +190,8 @@ class RBFBias(ScoreMod):
         rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
         if not rows:
             return out.zero_()
-        kernel = rbf_bias_kernel() if xq.dtype == torch.float32 and xq.device.type == "cpu" else None
-        if kernel is not None and self.metric == "euclidean":
+        kernel = self._kernel(xq)
+        if kernel is not None:
             cols = list(self.columns)
             neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).float()
             term_weight = torch.stack([weight[i, f] for i, f in rows]).float()
@@ -272,8 +278,14 @@ class RBFBias(ScoreMod):
         neg_rate = (-LOG2E * rate).reshape(-1, 1).to(xq.dtype)  # [h F, 1], base 2 (see LOG2E)
         g_weight = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)
         g_decay = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)  # Σ g d² exp(-b d²)
+        kernel = self._kernel(xq) if grad.dtype == torch.float32 and grad.stride(-1) == 1 else None
+        if kernel is not None:
+            cols, head_start = list(self.columns), torch.arange(0, h * nf + 1, nf)
+            for j in range(xq.shape[0]):
+                kernel.grad(xq[j][:, cols], xk[j][:, cols], neg_rate.reshape(-1), head_start, LOG2E * MIN_EXPONENT,
+                            grad[j], g_weight.view(-1), g_decay.view(-1))
         terms = gd = None  # flat buffers of the first (largest) chunk
-        for j, r0, r1, d2 in self._chunks(xq, xk):
+        for j, r0, r1, d2 in self._chunks(xq, xk) if kernel is None else ():
             n = d2.shape[1]
             if terms is None:
                 terms, gd = xq.new_empty(h * nf * n), xq.new_empty(h * n)

@@ -43,6 +43,8 @@ ENV = "GEONP_NATIVE"
 CACHE_ENV = "GEONP_CACHE_DIR"
 SOURCE = Path(__file__).with_name("_rbf_bias.c")
 FLAGS = ("-O3", "-ffp-contract=fast", "-fPIC", "-shared", "-std=c99")
+#: tried first: this CPU's instruction set, and vectorised float sums (``omp simd`` pragmas; no OpenMP runtime)
+BEST_FLAGS = ("-march=native", "-fopenmp-simd")
 #: pairs per call below which splitting the rows over threads costs more than it saves
 PARALLEL_PAIRS = 2**18
 
@@ -82,7 +84,10 @@ class _Kernel:
         ptr, i64 = ctypes.c_void_p, ctypes.c_int64
         fn.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, ptr, i64, ctypes.c_float, ptr, i64, i64]
         fn.restype = None
-        self._fn, self._lib, self.path = fn, lib, path
+        grad = lib.geonp_rbf_bias_grad_f32
+        grad.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, i64, ctypes.c_float, ptr, i64, i64, ptr, ptr]
+        grad.restype = None
+        self._fn, self._grad, self._lib, self.path = fn, grad, lib, path
 
     def __call__(self, xq: Tensor, xk: Tensor, rate: Tensor, weight: Tensor, head_start: Tensor,
                  min_exp: float, out: Tensor) -> None:
@@ -113,18 +118,48 @@ class _Kernel:
         args = (xk_t.data_ptr(), nk, c, rate.data_ptr(), weight.data_ptr(), head_start.data_ptr(), h,
                 float(min_exp))
         parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
-        if parts <= 1:
-            self._fn(xq.data_ptr(), nq, *args, out.data_ptr(), hs, rs)
-            return
         # ctypes releases the GIL during the call, so row blocks run in parallel, as torch's own ops would
         bounds = [nq * p // parts for p in range(parts + 1)]
         item = out.element_size()
-        jobs = [
-            _executor().submit(self._fn, xq[r0].data_ptr(), r1 - r0, *args, out.data_ptr() + r0 * rs * item, hs, rs)
-            for r0, r1 in zip(bounds[:-1], bounds[1:])
-        ]
-        for job in jobs:
-            job.result()
+        _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args, out.data_ptr() + r0 * rs * item, hs, rs)
+              for r0, r1 in zip(bounds[:-1], bounds[1:])])
+
+
+    def grad(self, xq: Tensor, xk: Tensor, rate: Tensor, head_start: Tensor, min_exp: float, grad: Tensor,
+             g_weight: Tensor, g_decay: Tensor) -> None:
+        """Add the gradient sums of the same bias for ``grad [h, nq, nk]`` to ``g_weight`` and ``g_decay``.
+
+        ``g_weight[t] += Σ grad · 2^e`` and ``g_decay[t] += Σ grad · d² · 2^e`` over head t's pairs, with
+        ``e = max(rate[t] d², min_exp)``; both ``[terms]`` float64 (see ``RBFBias.bias_grad``).
+        """
+        nq, nk, c = xq.shape[0], xk.shape[0], xq.shape[1]
+        if nq == 0 or nk == 0:
+            return
+        if grad.stride(-1) != 1 or grad.dtype != torch.float32:
+            raise ValueError("grad must be float32 with a contiguous last dimension")
+        xq = xq.contiguous()
+        xk_t = xk.t().contiguous()
+        rate, head_start = rate.contiguous(), head_start.contiguous()
+        hs, rs = grad.stride(0), grad.stride(1)
+        args = (xk_t.data_ptr(), nk, c, rate.data_ptr(), head_start.data_ptr(), grad.shape[0], float(min_exp))
+        parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
+        bounds = [nq * p // parts for p in range(parts + 1)]
+        item = grad.element_size()
+        sums = [(g_weight, g_decay)] + [(torch.zeros_like(g_weight), torch.zeros_like(g_decay)) for _ in bounds[2:]]
+        calls = [(self._grad, xq[r0].data_ptr(), r1 - r0, *args, grad.data_ptr() + r0 * rs * item, hs, rs,
+                  gw.data_ptr(), gd.data_ptr()) for (r0, r1), (gw, gd) in zip(zip(bounds[:-1], bounds[1:]), sums)]
+        _run(calls)
+        for gw, gd in sums[1:]:
+            g_weight += gw
+            g_decay += gd
+
+
+def _run(calls: list[tuple]) -> None:
+    """Run ``fn(*args)`` for each ``(fn, *args)``: the first here, the others on the pool, all at once."""
+    jobs = [_executor().submit(*call) for call in calls[1:]]
+    calls[0][0](*calls[0][1:])
+    for job in jobs:
+        job.result()
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -191,7 +226,7 @@ def _load() -> tuple[_Kernel | None, str]:
         return None, "no C compiler found (set CC); using the torch path"
     errors = []
     for folder in (_cache_dir(), Path(tempfile.gettempdir()) / f"geonp-{os.getuid() if hasattr(os, 'getuid') else 0}"):
-        for flags in (("-march=native", *FLAGS), FLAGS):
+        for flags in ((*BEST_FLAGS, *FLAGS), FLAGS):
             try:
                 path = _build(cc, flags, folder)
                 kernel = _Kernel(ctypes.CDLL(str(path)), path)
