@@ -20,7 +20,7 @@ def kernel():
 
 @pytest.fixture
 def fresh_state(monkeypatch, tmp_path):
-    """A kernel state of its own, built into tmp_path; the shared one is restored afterwards."""
+    """Give the test a kernel state of its own, built into tmp_path; restore the shared one afterwards."""
     saved = dict(native._state)
     monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
     native._reset()

@@ -41,6 +41,23 @@ static inline float geonp_exp2_nonpos(float x)
     return p * scale;
 }
 
+/* d2[j] = |q - k_j|^2 for the m keys of a block, from exact differences; k_t points at the block's
+ * first key in the transposed [ncol, nk] key coordinates. */
+static inline void geonp_sqdist_block(const float *q, const float *k_t, int64_t nk, int64_t ncol, int64_t m,
+                                      float *d2)
+{
+    for (int64_t j = 0; j < m; ++j)
+        d2[j] = 0.0f;
+    for (int64_t c = 0; c < ncol; ++c) {
+        const float qc = q[c];
+        const float *k = k_t + c * nk;
+        for (int64_t j = 0; j < m; ++j) {
+            const float d = qc - k[j];
+            d2[j] += d * d;
+        }
+    }
+}
+
 /* xq: [nq, ncol] row-major; xk_t: [ncol, nk] (transposed, so keys are contiguous); terms are ordered by
  * head, head h owning terms head_start[h] .. head_start[h + 1] - 1 (none: its rows are zero);
  * out[h * head_stride + i * row_stride + j]. */
@@ -53,16 +70,7 @@ void geonp_rbf_bias_f32(const float *xq, int64_t nq, const float *xk_t, int64_t 
     for (int64_t i = 0; i < nq; ++i) {
         for (int64_t j0 = 0; j0 < nk; j0 += GEONP_BLOCK) {
             const int64_t m = nk - j0 < GEONP_BLOCK ? nk - j0 : GEONP_BLOCK;
-            for (int64_t j = 0; j < m; ++j)
-                d2[j] = 0.0f;
-            for (int64_t c = 0; c < ncol; ++c) {
-                const float q = xq[i * ncol + c];
-                const float *k = xk_t + c * nk + j0;
-                for (int64_t j = 0; j < m; ++j) {
-                    const float d = q - k[j];
-                    d2[j] += d * d;
-                }
-            }
+            geonp_sqdist_block(xq + i * ncol, xk_t + j0, nk, ncol, m, d2);
             for (int64_t h = 0; h < nheads; ++h) {
                 for (int64_t j = 0; j < m; ++j)
                     acc[j] = 0.0f;
@@ -97,16 +105,7 @@ void geonp_rbf_bias_grad_f32(const float *xq, int64_t nq, const float *xk_t, int
     for (int64_t i = 0; i < nq; ++i) {
         for (int64_t j0 = 0; j0 < nk; j0 += GEONP_BLOCK) {
             const int64_t m = nk - j0 < GEONP_BLOCK ? nk - j0 : GEONP_BLOCK;
-            for (int64_t j = 0; j < m; ++j)
-                d2[j] = 0.0f;
-            for (int64_t c = 0; c < ncol; ++c) {
-                const float q = xq[i * ncol + c];
-                const float *k = xk_t + c * nk + j0;
-                for (int64_t j = 0; j < m; ++j) {
-                    const float d = q - k[j];
-                    d2[j] += d * d;
-                }
-            }
+            geonp_sqdist_block(xq + i * ncol, xk_t + j0, nk, ncol, m, d2);
             for (int64_t h = 0; h < nheads; ++h) {
                 const float *g = grad + h * head_stride + i * row_stride + j0;
                 for (int64_t t = head_start[h]; t < head_start[h + 1]; ++t) {

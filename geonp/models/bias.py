@@ -158,7 +158,7 @@ class RBFBias(ScoreMod):
         return (self.rate().detach() * d2_min < torch.log(weight / tol)).tolist()  # log 0 = -inf: skipped
 
     def _kernel(self, xq: Tensor):
-        """The compiled kernel (geonp/models/native.py) where it applies: float32, CPU, Euclidean; else None."""
+        """Return the compiled kernel (geonp/models/native.py) where it applies (float32, CPU, Euclidean), else None."""
         if xq.dtype != torch.float32 or xq.device.type != "cpu" or self.metric != "euclidean":
             return None
         return rbf_bias_kernel()

@@ -59,7 +59,7 @@ def status() -> str:
 
 
 def rbf_bias_kernel() -> _Kernel | None:
-    """The compiled kernel, building it on first use; ``None`` when it is off or cannot be built."""
+    """Return the compiled kernel, building it on first use; ``None`` when it is off or cannot be built."""
     if os.environ.get(ENV, "1").strip() == "0":
         return None
     if not _state["tried"]:
@@ -106,21 +106,14 @@ class _Kernel:
         out : Tensor
             ``[h, nq, nk]`` float32 whose last dim is contiguous; written in place.
         """
-        nq, nk, c = xq.shape[0], xk.shape[0], xq.shape[1]
-        if nq == 0 or nk == 0:
+        rows = _rows(xq, xk, out, "out")
+        if rows is None:
             return
-        if out.stride(-1) != 1 or out.dtype != torch.float32:
-            raise ValueError("out must be float32 with a contiguous last dimension")
-        xq = xq.contiguous()
-        xk_t = xk.t().contiguous()
-        rate, weight, head_start = rate.contiguous(), weight.contiguous(), head_start.contiguous()
-        h, hs, rs = out.shape[0], out.stride(0), out.stride(1)
-        args = (xk_t.data_ptr(), nk, c, rate.data_ptr(), weight.data_ptr(), head_start.data_ptr(), h,
-                float(min_exp))
-        parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
-        # ctypes releases the GIL during the call, so row blocks run in parallel, as torch's own ops would
-        bounds = [nq * p // parts for p in range(parts + 1)]
-        item = out.element_size()
+        xq, xk_t, bounds = rows
+        weight, rate, head_start = weight.contiguous(), rate.contiguous(), head_start.contiguous()
+        hs, rs, item = out.stride(0), out.stride(1), out.element_size()
+        args = (xk_t.data_ptr(), xk.shape[0], xq.shape[1], rate.data_ptr(), weight.data_ptr(), head_start.data_ptr(),
+                out.shape[0], float(min_exp))
         _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args, out.data_ptr() + r0 * rs * item, hs, rs)
               for r0, r1 in zip(bounds[:-1], bounds[1:])])
 
@@ -132,19 +125,14 @@ class _Kernel:
         ``g_weight[t] += Σ grad · 2^e`` and ``g_decay[t] += Σ grad · d² · 2^e`` over head t's pairs, with
         ``e = max(rate[t] d², min_exp)``; both ``[terms]`` float64 (see ``RBFBias.bias_grad``).
         """
-        nq, nk, c = xq.shape[0], xk.shape[0], xq.shape[1]
-        if nq == 0 or nk == 0:
+        rows = _rows(xq, xk, grad, "grad")
+        if rows is None:
             return
-        if grad.stride(-1) != 1 or grad.dtype != torch.float32:
-            raise ValueError("grad must be float32 with a contiguous last dimension")
-        xq = xq.contiguous()
-        xk_t = xk.t().contiguous()
+        xq, xk_t, bounds = rows
         rate, head_start = rate.contiguous(), head_start.contiguous()
-        hs, rs = grad.stride(0), grad.stride(1)
-        args = (xk_t.data_ptr(), nk, c, rate.data_ptr(), head_start.data_ptr(), grad.shape[0], float(min_exp))
-        parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
-        bounds = [nq * p // parts for p in range(parts + 1)]
-        item = grad.element_size()
+        hs, rs, item = grad.stride(0), grad.stride(1), grad.element_size()
+        args = (xk_t.data_ptr(), xk.shape[0], xq.shape[1], rate.data_ptr(), head_start.data_ptr(), grad.shape[0],
+                float(min_exp))
         sums = [(g_weight, g_decay)] + [(torch.zeros_like(g_weight), torch.zeros_like(g_decay)) for _ in bounds[2:]]
         calls = [(self._grad, xq[r0].data_ptr(), r1 - r0, *args, grad.data_ptr() + r0 * rs * item, hs, rs,
                   gw.data_ptr(), gd.data_ptr()) for (r0, r1), (gw, gd) in zip(zip(bounds[:-1], bounds[1:]), sums)]
@@ -152,6 +140,21 @@ class _Kernel:
         for gw, gd in sums[1:]:
             g_weight += gw
             g_decay += gd
+
+
+def _rows(xq: Tensor, xk: Tensor, pairs: Tensor, name: str) -> tuple[Tensor, Tensor, list[int]] | None:
+    """Contiguous ``xq``, transposed ``xk`` and the row bounds of the parallel parts; ``None`` when empty.
+
+    ``pairs`` is the ``[h, nq, nk]`` tensor the kernel writes or reads (float32, last dim contiguous).
+    """
+    nq, nk = xq.shape[0], xk.shape[0]
+    if nq == 0 or nk == 0:
+        return None
+    if pairs.stride(-1) != 1 or pairs.dtype != torch.float32:
+        raise ValueError(f"{name} must be float32 with a contiguous last dimension")
+    # ctypes releases the GIL during the call, so row blocks run in parallel, as torch's own ops would
+    parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
+    return xq.contiguous(), xk.t().contiguous(), [nq * p // parts for p in range(parts + 1)]
 
 
 def _run(calls: list[tuple]) -> None:
@@ -186,7 +189,7 @@ def _compiler() -> str | None:
 
 
 def _cpu_id() -> str:
-    """What identifies this CPU's instruction set (the flags line of /proc/cpuinfo where there is one)."""
+    """Return what identifies this CPU's instruction set (the flags line of /proc/cpuinfo where there is one)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -200,9 +203,8 @@ def _cpu_id() -> str:
 def _build(cc: str, flags: tuple[str, ...], folder: Path) -> Path:
     """Compile the source with these flags into ``folder`` (atomically); return the library's path."""
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256(
-        b"\0".join(s.encode() for s in (SOURCE.read_text(), cc, version, " ".join(flags), platform.machine(), _cpu_id()))
-    ).hexdigest()[:16]
+    parts = (SOURCE.read_text(), cc, version, " ".join(flags), platform.machine(), _cpu_id())
+    key = hashlib.sha256(b"\0".join(s.encode() for s in parts)).hexdigest()[:16]
     path = folder / f"rbf_bias-{key}.so"
     if path.exists():
         return path
