@@ -184,3 +184,34 @@ def test_rbf_bias_gradients_in_float32_match_float64_autograd(kernel):
     auto = torch.autograd.grad((ref.bias(xq.double(), xk.double()) * grad.double()).sum(), list(ref.parameters()))
     for a, b in zip(fast, auto):
         torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_splits_rows_over_threads_without_hanging(kernel, monkeypatch):
+    """The parent's pool threads do not exist in a forked child: the child starts its own."""
+    import os
+    import signal
+
+    monkeypatch.setattr(native, "PARALLEL_PAIRS", 1000)
+    g = torch.Generator().manual_seed(8)
+    args = (torch.rand(64, 2, generator=g), torch.rand(200, 2, generator=g), -torch.rand(3, generator=g),
+            torch.randn(3, generator=g), torch.tensor([0, 3]), -100.0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        parent = torch.empty(1, 64, 200)
+        kernel(*args, parent)  # the pool now has threads in this process
+        pid = os.fork()
+        if pid == 0:  # child: exit 0 only if the split call finishes and agrees
+            signal.alarm(30)
+            code = 1
+            try:
+                child = torch.empty(1, 64, 200)
+                kernel(*args, child)
+                code = 0 if torch.equal(child, parent) else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        torch.set_num_threads(threads)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -53,6 +53,16 @@ _state: dict = {"tried": False, "kernel": None, "why": "not built yet"}
 _pool: ThreadPoolExecutor | None = None
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's pool threads, and the lock may have been held: start afresh."""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def status() -> str:
     """Why the kernel is or is not in use (``"ready: <path>"`` when it is)."""
     return _state["why"]
