@@ -215,3 +215,21 @@ def test_a_forked_child_splits_rows_over_threads_without_hanging(kernel, monkeyp
     finally:
         torch.set_num_threads(threads)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_inputs_the_c_code_would_misread_are_refused(kernel):
+    xq, xk, out = torch.rand(4, 2), torch.rand(5, 2), torch.empty(2, 4, 5)
+    rate, weight, heads = -torch.rand(3), torch.rand(3), torch.tensor([0, 1, 3])
+    with pytest.raises(ValueError, match="expected float32 xq"):
+        kernel(xq.double(), xk, rate, weight, heads, -100.0, out)
+    with pytest.raises(ValueError, match=r"out \[h, nq, nk\]"):
+        kernel(xq, xk, rate, weight, heads, -100.0, torch.empty(2, 5, 4))
+    with pytest.raises(ValueError, match="1-D float32"):
+        kernel(xq, xk, rate.double(), weight, heads, -100.0, out)
+    with pytest.raises(ValueError, match=r"rise from 0 to at most 3 terms in 2 heads, got \[0, 2, 4\]"):
+        kernel(xq, xk, rate, weight, torch.tensor([0, 2, 4]), -100.0, out)
+    with pytest.raises(ValueError, match="contiguous last dimension"):
+        kernel(xq, xk, rate, weight, heads, -100.0, torch.empty(2, 5, 4).transpose(1, 2))
+    gw = torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="float64 tensors of one value per term"):
+        kernel.grad(xq, xk, rate, heads, -100.0, out, gw, torch.zeros(2, dtype=torch.float64))

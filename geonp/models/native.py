@@ -54,7 +54,7 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _after_fork_in_child() -> None:
-    """A forked child has none of the parent's pool threads, and the lock may have been held: start afresh."""
+    """Start afresh in a forked child: it has none of the parent's pool threads, and the lock may be held."""
     global _pool, _lock
     _pool, _lock = None, threading.Lock()
 
@@ -64,7 +64,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def status() -> str:
-    """Why the kernel is or is not in use (``"ready: <path>"`` when it is)."""
+    """Return why the kernel is or is not in use (``"ready: <path>"`` when it is)."""
     return _state["why"]
 
 
@@ -120,13 +120,12 @@ class _Kernel:
         if rows is None:
             return
         xq, xk_t, bounds = rows
-        weight, rate, head_start = weight.contiguous(), rate.contiguous(), head_start.contiguous()
+        weight, rate, head_start = _terms(weight), _terms(rate), _heads(head_start, out, rate)
         hs, rs, item = out.stride(0), out.stride(1), out.element_size()
         args = (xk_t.data_ptr(), xk.shape[0], xq.shape[1], rate.data_ptr(), weight.data_ptr(), head_start.data_ptr(),
                 out.shape[0], float(min_exp))
         _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args, out.data_ptr() + r0 * rs * item, hs, rs)
               for r0, r1 in zip(bounds[:-1], bounds[1:])])
-
 
     def grad(self, xq: Tensor, xk: Tensor, rate: Tensor, head_start: Tensor, min_exp: float, grad: Tensor,
              g_weight: Tensor, g_decay: Tensor) -> None:
@@ -139,7 +138,10 @@ class _Kernel:
         if rows is None:
             return
         xq, xk_t, bounds = rows
-        rate, head_start = rate.contiguous(), head_start.contiguous()
+        rate, head_start = _terms(rate), _heads(head_start, grad, rate)
+        if g_weight.dtype != torch.float64 or g_decay.dtype != torch.float64 or not (
+                g_weight.is_contiguous() and g_decay.is_contiguous() and len(g_weight) == len(g_decay) == len(rate)):
+            raise ValueError("g_weight and g_decay must be contiguous float64 tensors of one value per term")
         hs, rs, item = grad.stride(0), grad.stride(1), grad.element_size()
         args = (xk_t.data_ptr(), xk.shape[0], xq.shape[1], rate.data_ptr(), head_start.data_ptr(), grad.shape[0],
                 float(min_exp))
@@ -158,6 +160,10 @@ def _rows(xq: Tensor, xk: Tensor, pairs: Tensor, name: str) -> tuple[Tensor, Ten
     ``pairs`` is the ``[h, nq, nk]`` tensor the kernel writes or reads (float32, last dim contiguous).
     """
     nq, nk = xq.shape[0], xk.shape[0]
+    if xq.dtype != torch.float32 or xk.dtype != torch.float32 or xq.dim() != 2 or xk.shape[1:] != xq.shape[1:] \
+            or pairs.dim() != 3 or tuple(pairs.shape[1:]) != (nq, nk):
+        raise ValueError(f"expected float32 xq [nq, c], xk [nk, c] and {name} [h, nq, nk], got {xq.dtype} "
+                         f"{tuple(xq.shape)}, {xk.dtype} {tuple(xk.shape)} and {tuple(pairs.shape)}")
     if nq == 0 or nk == 0:
         return None
     if pairs.stride(-1) != 1 or pairs.dtype != torch.float32:
@@ -165,6 +171,22 @@ def _rows(xq: Tensor, xk: Tensor, pairs: Tensor, name: str) -> tuple[Tensor, Ten
     # ctypes releases the GIL during the call, so row blocks run in parallel, as torch's own ops would
     parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
     return xq.contiguous(), xk.t().contiguous(), [nq * p // parts for p in range(parts + 1)]
+
+
+def _terms(values: Tensor) -> Tensor:
+    if values.dtype != torch.float32 or values.dim() != 1:
+        raise ValueError(
+            f"term rates and weights must be 1-D float32, got {values.dtype} of shape {tuple(values.shape)}")
+    return values.contiguous()
+
+
+def _heads(head_start: Tensor, pairs: Tensor, rate: Tensor) -> Tensor:
+    """Check ``head_start`` (``[h + 1]`` int64, rising from 0 to at most the number of terms): C trusts it."""
+    starts, h = head_start.tolist(), pairs.shape[0]
+    ok = head_start.dtype == torch.int64 and len(starts) == h + 1 and starts[0] == 0 and starts[-1] <= len(rate)
+    if not ok or any(a > b for a, b in zip(starts, starts[1:])):
+        raise ValueError(f"head_start must rise from 0 to at most {len(rate)} terms in {h} heads, got {starts}")
+    return head_start.contiguous()
 
 
 def _run(calls: list[tuple]) -> None:
