@@ -233,3 +233,33 @@ def test_inputs_the_c_code_would_misread_are_refused(kernel):
     gw = torch.zeros(3, dtype=torch.float64)
     with pytest.raises(ValueError, match="float64 tensors of one value per term"):
         kernel.grad(xq, xk, rate, heads, -100.0, out, gw, torch.zeros(2, dtype=torch.float64))
+
+
+def test_time_bias_looked_up_from_a_table_equals_the_direct_sum(kernel, monkeypatch):
+    """A 1-D coordinate with few distinct values (frames) is looked up: the same bits as evaluating every pair."""
+    bias = RBFBias(4, 3, (2,), lengthscales=(0.5, 30.0))
+    g = torch.Generator().manual_seed(9)
+    frames = lambda n: torch.randint(-3, 1, (2, n, 1), generator=g).float()  # noqa: E731
+    xq = torch.cat([torch.rand(2, 500, 2, generator=g), frames(500)], -1)
+    xk = torch.cat([torch.rand(2, 300, 2, generator=g), frames(300)], -1)
+    looked_up = []
+    call = type(kernel).table
+    monkeypatch.setattr(type(kernel), "table", lambda self, *a: looked_up.append(1) or call(self, *a))
+    fast = bias.fast_bias(xq, xk)
+    assert len(looked_up) == 2 and fast.is_contiguous()
+    assert torch.equal(fast, bias._rbf_sum(xq, xk, bias.active_bases(xq, xk)))
+    looked_up.clear()
+    xq[..., 2] = torch.rand(2, 500, generator=g)  # every query at its own time: no table
+    bias.fast_bias(xq, xk)
+    assert not looked_up
+
+
+def test_table_lookup_refuses_what_it_would_misread(kernel):
+    table, out = torch.rand(2, 3, 4), torch.empty(2, 5, 6)
+    iq, ik = torch.zeros(5, dtype=torch.int32), torch.zeros(6, dtype=torch.int32)
+    kernel.table(iq, ik, table, out)
+    assert torch.equal(out, table[:, :1, :1].expand(2, 5, 6))
+    with pytest.raises(ValueError, match="expected int32 indices"):
+        kernel.table(iq.long(), ik, table, out)
+    with pytest.raises(ValueError, match="outside the 3 x 4 table"):
+        kernel.table(iq, ik + 4, table, out)

@@ -126,3 +126,18 @@ void geonp_rbf_bias_grad_f32(const float *xq, int64_t nq, const float *xk_t, int
         }
     }
 }
+
+/* out[h, i, j] = table[h, iq[i], ik[j]]: a bias on a coordinate with few distinct values (time, in
+ * frames) is evaluated once per pair of distinct values (uq x uk, by the function above) and looked up. */
+void geonp_table_bias_f32(const int32_t *iq, int64_t nq, const int32_t *ik, int64_t nk, const float *table,
+                          int64_t uq, int64_t uk, int64_t nheads, float *out, int64_t head_stride, int64_t row_stride)
+{
+    for (int64_t h = 0; h < nheads; ++h) {
+        for (int64_t i = 0; i < nq; ++i) {
+            const float *restrict row = table + (h * uq + iq[i]) * uk;
+            float *restrict o = out + h * head_stride + i * row_stride;
+            for (int64_t j = 0; j < nk; ++j)
+                o[j] = row[ik[j]];
+        }
+    }
+}

@@ -29,6 +29,9 @@ METRICS = ("euclidean", "geodesic")
 #: query-key pairs per chunk of the bias evaluation: the ``h × F`` terms of one chunk (5 MB in float32 for
 #: 4 heads × 5 bases) stay in cache while they are evaluated and summed
 BIAS_CHUNK = 2**16
+#: a bias on one coordinate is looked up from a table of its distinct values when the table has at
+#: most 1/TABLE_FACTOR of the tile's pairs (time in a window of frames; RBFBias._table_bias)
+TABLE_FACTOR = 64
 
 
 def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
@@ -135,7 +138,10 @@ class RBFBias(ScoreMod):
         if not any(any(row) for row in active):
             return None
         row = self._shared_query_bias(xq, xk, active)
-        return row if row is not None else self._rbf_sum(xq, xk, active)
+        if row is not None:
+            return row
+        table = self._table_bias(xq, xk, active)
+        return table if table is not None else self._rbf_sum(xq, xk, active)
 
     @torch.no_grad()
     def active_bases(self, xq: Tensor, xk: Tensor) -> list[list[bool]]:
@@ -241,6 +247,33 @@ class RBFBias(ScoreMod):
             return None
         row = self._rbf_sum(xq[:, :1], xk, active)  # [b, h, 1, nk]
         return row.expand(row.shape[0], self.num_heads, xq.shape[1], row.shape[-1])
+
+    def _table_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
+        """Look the bias up from a table when a 1-D coordinate takes few distinct values on the tile.
+
+        That is time in a space-time window (a few frames): the bias is evaluated once for every pair
+        of distinct query and key values, by the same kernel as the direct path (so the values are
+        identical), and each pair's value is looked up (compiled kernel only). ``None`` when it does
+        not apply: the table would not be at least :data:`TABLE_FACTOR` times smaller than the tile.
+        """
+        if len(self.columns) != 1 or xq.shape[1] * xk.shape[1] < TABLE_FACTOR:
+            return None
+        kernel = self._kernel(xq)
+        if kernel is None:
+            return None
+        c = self.columns[0]
+        uq, iq = torch.unique(xq[..., c], return_inverse=True)
+        uk, ik = torch.unique(xk[..., c], return_inverse=True)
+        if len(uq) * len(uk) * TABLE_FACTOR > xq.shape[1] * xk.shape[1]:
+            return None
+        pq, pk = xq.new_zeros(1, len(uq), xq.shape[-1]), xk.new_zeros(1, len(uk), xk.shape[-1])
+        pq[0, :, c], pk[0, :, c] = uq, uk
+        table = self._rbf_sum(pq, pk, active)[0]  # [h, uq, uk]
+        out = xq.new_empty(xq.shape[0], self.num_heads, xq.shape[1], xk.shape[1])
+        iq, ik = iq.to(torch.int32), ik.to(torch.int32)
+        for j in range(xq.shape[0]):
+            kernel.table(iq[j], ik[j], table, out[j])
+        return out
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
         """``[term(b, h, i, j)]`` computing this bias inline for ``flex_attention``."""

@@ -97,7 +97,10 @@ class _Kernel:
         grad = lib.geonp_rbf_bias_grad_f32
         grad.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, i64, ctypes.c_float, ptr, i64, i64, ptr, ptr]
         grad.restype = None
-        self._fn, self._grad, self._lib, self.path = fn, grad, lib, path
+        table = lib.geonp_table_bias_f32
+        table.argtypes = [ptr, i64, ptr, i64, ptr, i64, i64, i64, ptr, i64, i64]
+        table.restype = None
+        self._fn, self._grad, self._table, self._lib, self.path = fn, grad, table, lib, path
 
     def __call__(self, xq: Tensor, xk: Tensor, rate: Tensor, weight: Tensor, head_start: Tensor,
                  min_exp: float, out: Tensor) -> None:
@@ -127,6 +130,10 @@ class _Kernel:
         _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args, out.data_ptr() + r0 * rs * item, hs, rs)
               for r0, r1 in zip(bounds[:-1], bounds[1:])])
 
+    def table(self, iq: Tensor, ik: Tensor, table: Tensor, out: Tensor) -> None:
+        """Write ``out[h, i, j] = table[h, iq[i], ik[j]]``: ``iq [nq]``, ``ik [nk]`` int32, ``table [h, uq, uk]``."""
+        _lookup(self, iq, ik, table, out)
+
     def grad(self, xq: Tensor, xk: Tensor, rate: Tensor, head_start: Tensor, min_exp: float, grad: Tensor,
              g_weight: Tensor, g_decay: Tensor) -> None:
         """Add the gradient sums of the same bias for ``grad [h, nq, nk]`` to ``g_weight`` and ``g_decay``.
@@ -152,6 +159,27 @@ class _Kernel:
         for gw, gd in sums[1:]:
             g_weight += gw
             g_decay += gd
+
+
+def _lookup(kernel: _Kernel, iq: Tensor, ik: Tensor, table: Tensor, out: Tensor) -> None:
+    """Write ``out[h, i, j] = table[h, iq[i], ik[j]]`` (``iq``, ``ik`` int32 indices into ``table [h, uq, uk]``)."""
+    h, uq, uk = table.shape
+    nq, nk = len(iq), len(ik)
+    if table.dtype != torch.float32 or out.dtype != torch.float32 or out.stride(-1) != 1 \
+            or tuple(out.shape) != (h, nq, nk) or iq.dtype != torch.int32 or ik.dtype != torch.int32:
+        raise ValueError(f"expected int32 indices, a float32 table [h, uq, uk] and out [h, {nq}, {nk}] with a "
+                         f"contiguous last dim, got {iq.dtype}, {ik.dtype}, {table.dtype} {tuple(table.shape)}, "
+                         f"{out.dtype} {tuple(out.shape)}")
+    if nq == 0 or nk == 0:
+        return
+    if int(iq.min()) < 0 or int(iq.max()) >= uq or int(ik.min()) < 0 or int(ik.max()) >= uk:
+        raise ValueError(f"indices outside the {uq} x {uk} table")
+    iq, ik, table = iq.contiguous(), ik.contiguous(), table.contiguous()
+    parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
+    bounds = [nq * p // parts for p in range(parts + 1)]
+    hs, rs, item = out.stride(0), out.stride(1), out.element_size()
+    _run([(kernel._table, iq.data_ptr() + r0 * iq.element_size(), r1 - r0, ik.data_ptr(), nk, table.data_ptr(),
+           uq, uk, h, out.data_ptr() + r0 * rs * item, hs, rs) for r0, r1 in zip(bounds[:-1], bounds[1:])])
 
 
 def _rows(xq: Tensor, xk: Tensor, pairs: Tensor, name: str) -> tuple[Tensor, Tensor, list[int]] | None:
