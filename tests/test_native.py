@@ -22,6 +22,7 @@ def kernel():
 def fresh_state(monkeypatch, tmp_path):
     """Give the test a kernel state of its own, built into tmp_path; restore the shared one afterwards."""
     saved = dict(native._state)
+    monkeypatch.delenv(native.ENV, raising=False)
     monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
     native._reset()
     yield tmp_path
@@ -174,7 +175,12 @@ def test_gradient_sums_match_float64(kernel, monkeypatch):
         torch.set_num_threads(threads)
 
 
-def test_rbf_bias_gradients_in_float32_match_float64_autograd(kernel):
+@pytest.mark.parametrize("bias_path", ["compiled", "torch"])
+def test_rbf_bias_gradients_in_float32_match_float64_autograd(bias_path, monkeypatch):
+    if bias_path == "torch":
+        monkeypatch.setenv(native.ENV, "0")
+    elif native.rbf_bias_kernel() is None:
+        pytest.skip(f"no compiled kernel here: {native.status()}")
     bias = RBFBias(3, 5, (0, 1), lengthscales=(0.2, 3.0))
     g = torch.Generator().manual_seed(6)
     xq, xk = torch.randn(2, 40, 2, generator=g) * 2, torch.randn(2, 60, 2, generator=g) * 2

@@ -1,12 +1,9 @@
-"""Attention biases and logit functions of raw coordinates.
+"""Additive attention biases of raw coordinates (TE attention's logit function is ``te_layers.TEScore``).
 
 * :class:`RBFBias` – BSA-TNP's RBF network, ``Σ_f a_hf exp(-b_hf d²)`` per head
   (003 eq. 4), on Euclidean distance or on great-circle distance
   (``metric="geodesic"``, 003 App. B).
 * :class:`SumBias` – the sum of several biases (space + time, eq. 3).
-* :class:`TEScore` – TE-TNP's "post" logit function ``ρ(q·k, Δx)`` (000 eq. 8,
-  004 eq. 0.2.3): one MLP maps the per-head dot products and the coordinate
-  difference to per-head logits.
 
 All of them depend on coordinates only through differences (or great-circle
 distances), which is what makes the models translation (rotation) invariant.
@@ -23,7 +20,7 @@ from ..errors import ConfigError, UnknownOptionError
 from .native import rbf_bias_kernel
 from .score import LOG2E, MIN_EXPONENT, ScoreMod
 
-__all__ = ["RBFBias", "SumBias", "TEScore", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
+__all__ = ["RBFBias", "SumBias", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
 
 METRICS = ("euclidean", "geodesic")
 #: query-key pairs per chunk of the bias evaluation: the ``h × F`` terms of one chunk (5 MB in float32 for
@@ -196,40 +193,33 @@ class RBFBias(ScoreMod):
         rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
         if not rows:
             return out.zero_()
+        # the active terms, ordered by head: head i owns terms starts[i]:starts[i + 1]
+        neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).to(xq.dtype)  # base 2: see LOG2E
+        term_weight = torch.stack([weight[i, f] for i, f in rows]).to(xq.dtype)
+        starts = [0]
+        for i in range(h):
+            starts.append(starts[-1] + sum(1 for i2, _ in rows if i2 == i))
         kernel = self._kernel(xq)
         if kernel is not None:
-            cols = list(self.columns)
-            neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).float()
-            term_weight = torch.stack([weight[i, f] for i, f in rows]).float()
-            counts = torch.tensor([sum(1 for i2, _ in rows if i2 == i) for i in range(h)])
-            head_start = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+            cols, head_start = list(self.columns), torch.tensor(starts)
             for j in range(b):
-                kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start,
-                       LOG2E * MIN_EXPONENT, out[j])
+                kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start, LOG2E * MIN_EXPONENT, out[j])
             return out
-        neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows])[:, None].to(xq.dtype)  # [terms, 1]
-        # rows are ordered by head: head i's terms are rows[start:stop], mixed by its own weights [1, k]
-        spans, start = [], 0
-        for i in range(h):
-            stop = start + sum(1 for i2, _ in rows if i2 == i)
-            mix = torch.stack([weight[i, f] for _, f in rows[start:stop]])[None].to(xq.dtype) if stop > start else None
-            spans.append((start, stop, mix))
-            start = stop
         terms = None  # flat buffer of the first (largest) chunk, viewed contiguously for each chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
             if terms is None:
                 terms = xq.new_empty(len(rows) * n)
             x = terms[: len(rows) * n].view(len(rows), n)
-            torch.mul(d2, neg_rate, out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()  # base 2: see LOG2E
+            torch.mul(d2, neg_rate[:, None], out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
             dest = out[j, :, r0:r1].view(h, n)  # [h, n] rows of the output, written in place
             # one product per head: a single [h, terms] product would spend 3/4 of its work on the zeros
             # between heads (2.2 x the time of these four at 4 heads x 5 bases; docs/benchmarks.md)
-            for i, (s, e, mix) in enumerate(spans):
-                if mix is None:
+            for i, (s0, s1) in enumerate(zip(starts[:-1], starts[1:])):
+                if s1 == s0:
                     dest[i].zero_()
                 else:
-                    torch.mm(mix, x[s:e], out=dest[i : i + 1])
+                    torch.mm(term_weight[None, s0:s1], x[s0:s1], out=dest[i : i + 1])
         return out
 
     def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
@@ -312,13 +302,23 @@ class RBFBias(ScoreMod):
         g_weight = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)
         g_decay = torch.zeros(h, nf, dtype=torch.float64, device=xq.device)  # Σ g d² exp(-b d²)
         kernel = self._kernel(xq) if grad.dtype == torch.float32 and grad.stride(-1) == 1 else None
-        if kernel is not None:
+        if kernel is None:
+            self._grad_sums(xq, xk, grad, neg_rate, g_weight, g_decay)
+        else:
             cols, head_start = list(self.columns), torch.arange(0, h * nf + 1, nf)
             for j in range(xq.shape[0]):
                 kernel.grad(xq[j][:, cols], xk[j][:, cols], neg_rate.reshape(-1), head_start, LOG2E * MIN_EXPONENT,
                             grad[j], g_weight.view(-1), g_decay.view(-1))
+        g_rate = -weight * g_decay.to(weight.dtype)  # d/d rate
+        # rate = exp(-2 log ℓ) / 2  ⇒  d rate / d log ℓ = -2 rate
+        return [g_rate * (-2.0 * rate), g_weight.to(weight.dtype)]
+
+    def _grad_sums(self, xq: Tensor, xk: Tensor, grad: Tensor, neg_rate: Tensor, g_weight: Tensor,
+                   g_decay: Tensor) -> None:
+        """Add ``Σ g 2^e`` and ``Σ g d² 2^e`` per ``(head, basis)`` to ``g_weight``/``g_decay`` (the torch path)."""
+        h, nf = self.num_heads, self.num_bases
         terms = gd = None  # flat buffers of the first (largest) chunk
-        for j, r0, r1, d2 in self._chunks(xq, xk) if kernel is None else ():
+        for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
             if terms is None:
                 terms, gd = xq.new_empty(h * nf * n), xq.new_empty(h * n)
@@ -330,9 +330,6 @@ class RBFBias(ScoreMod):
             for i in range(h):
                 g_weight[i] += torch.mv(xv[i], gc[i])
                 g_decay[i] += torch.mv(xv[i], gdc[i])
-        g_rate = -weight * g_decay.to(weight.dtype)  # d/d rate
-        # rate = exp(-2 log ℓ) / 2  ⇒  d rate / d log ℓ = -2 rate
-        return [g_rate * (-2.0 * rate), g_weight.to(weight.dtype)]
 
 
 class SumBias(ScoreMod):
@@ -386,27 +383,3 @@ class SumBias(ScoreMod):
             grads += g
         return grads
 
-
-class TEScore(ScoreMod):
-    """TE attention logits ``ρ(q·k/√d, x_q − x_k)`` ("post" form, 000 eq. 8).
-
-    One MLP with ``hidden`` layers maps the ``h`` per-head scaled dot products
-    and the ``c`` coordinate differences of a pair to ``h`` logits.
-    """
-
-    additive = False
-
-    def __init__(self, num_heads: int, coord_dims: int, hidden: tuple[int, ...] = (32, 32)) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        width = num_heads + coord_dims
-        for w in hidden:
-            layers += [nn.Linear(width, w), nn.GELU()]
-            width = w
-        layers.append(nn.Linear(width, num_heads))
-        self.mlp = nn.Sequential(*layers)
-
-    def forward(self, scores: Tensor, xq: Tensor, xk: Tensor) -> Tensor:
-        diff = xq[:, :, None, :] - xk[:, None, :, :]  # [b, nq, nk, c]
-        pair = torch.cat((scores.permute(0, 2, 3, 1), diff.to(scores.dtype)), dim=-1)  # [b, nq, nk, h + c]
-        return self.mlp(pair).permute(0, 3, 1, 2)  # [b, h, nq, nk]

@@ -1,7 +1,8 @@
 """Translation-equivariant attention layers of TE-TNP and TE-PT-TNP (000 §3).
 
 * :class:`TEAttention` – multi-head attention whose logits are
-  ``ρ_h(q_n·k_m/√d, x_n − x_m)`` (:class:`~geonp.models.bias.TEScore`, 000 eq. 8),
+  ``ρ_h(q_n·k_m/√d, x_n − x_m)`` (:class:`TEScore`, 000 eq. 8; 004 eq. 0.2.3: one MLP maps the
+  per-head dot products and the coordinate difference to per-head logits),
   computed by the shared tiled kernel, plus the optional location update
   (000 eq. 10) ``x_n ← x_n + 1/N Σ_h Σ_m (x_n − x_m) φ_h(α_{·,n,m})``.
 * :class:`TEBlock` – pre-norm residual block around it: ``z + attn(LN z)``,
@@ -23,11 +24,10 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .attention import K_TILE, attention, tiled_attention
-from .bias import TEScore
 from .layers import MLP, MultiHeadAttention
-from .score import MASKED, MIN_EXPONENT
+from .score import MASKED, MIN_EXPONENT, ScoreMod
 
-__all__ = ["TEAttention", "TEBlock", "PseudoLocations", "TE_TILE_ELEMENTS", "TE_ONE_TILE_ELEMENTS"]
+__all__ = ["TEScore", "TEAttention", "TEBlock", "PseudoLocations", "TE_TILE_ELEMENTS", "TE_ONE_TILE_ELEMENTS"]
 
 #: elements of one ``[b, q_tile, k_tile, width]`` pair tensor inside ρ or φ (4 MB in float32). ρ and φ make
 #: several passes over each pair tensor, so a tile that stays in the CPU cache is faster: against 2**24
@@ -38,6 +38,31 @@ TE_TILE_ELEMENTS = 2**20
 #: then reuses the attention's logits: cheaper at the seeds' training shapes); larger problems, and inference
 #: (where the one tile cost 200 MB more peak memory and no time on the ERA5 month), use TE_TILE_ELEMENTS
 TE_ONE_TILE_ELEMENTS = 2**24
+
+
+class TEScore(ScoreMod):
+    """TE attention logits ``ρ(q·k/√d, x_q − x_k)`` ("post" form, 000 eq. 8).
+
+    One MLP with ``hidden`` layers maps the ``h`` per-head scaled dot products
+    and the ``c`` coordinate differences of a pair to ``h`` logits.
+    """
+
+    additive = False
+
+    def __init__(self, num_heads: int, coord_dims: int, hidden: tuple[int, ...] = (32, 32)) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = num_heads + coord_dims
+        for w in hidden:
+            layers += [nn.Linear(width, w), nn.GELU()]
+            width = w
+        layers.append(nn.Linear(width, num_heads))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, scores: Tensor, xq: Tensor, xk: Tensor) -> Tensor:
+        diff = xq[:, :, None, :] - xk[:, None, :, :]  # [b, nq, nk, c]
+        pair = torch.cat((scores.permute(0, 2, 3, 1), diff.to(scores.dtype)), dim=-1)  # [b, nq, nk, h + c]
+        return self.mlp(pair).permute(0, 3, 1, 2)  # [b, h, nq, nk]
 
 
 class TEAttention(nn.Module):
