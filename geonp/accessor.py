@@ -39,7 +39,13 @@ class GeonpAccessor:
         crs : optional
             CRS of projected x/y coordinates when the data do not carry one.
         halo : float, optional
-            Space halo of each chunk's context window, in model units (typical spacings).
+            Space halo of each tile's context window, in model units (typical context
+            spacings; default 3).
+        tile : float, optional
+            Edge of the output tiles of a grid, in model units (default 8), where ``chunks``
+            gives no size for a space dim. Each tile is predicted from its own context window
+            (the tile plus the halo): windows the size of the pretraining tasks give better
+            predictions than one window over a large grid.
         time_window : int, optional
             Frames each side of a target frame used as context.
         calibrate : bool, default False
@@ -66,7 +72,7 @@ class GeonpAccessor:
         """Forecast ``var`` at every lead up to ``hours`` after ``init_time`` (default: the last step).
 
         Takes ``model``, ``init_time`` (one time or a list), ``chunks``, ``device``, ``crs``,
-        ``halo``, ``context_frames`` (past frames used as context) and ``reference``
+        ``halo``, ``tile``, ``context_frames`` (past frames used as context) and ``reference``
         (``"diurnal"``: the network forecasts the change since the same hour a day earlier, which
         is added back; ``"none"``: the variable itself; default: the model's, ``"auto"`` for
         shipped models, which picks diurnal for sub-daily data with a day of history), and

@@ -160,6 +160,7 @@ def infill(
     device: str = "auto",
     crs=None,
     halo: float | None = None,
+    tile: float | None = None,
     time_window: int | None = None,
     batch_size: int = 8,
     calibrate: bool = False,
@@ -167,11 +168,12 @@ def infill(
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     from .fitting import calibrate_shipped
 
-    check_settings(halo=halo, half_window=time_window)
+    check_settings(halo=halo, tile=tile, half_window=time_window)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
-    base = calibrate_shipped(model, ds, layout, "infill", time_window=time_window) if calibrate else model
-    m = with_settings(resolve_model(base), halo=halo, half_window=time_window)
+    windows = {"halo": halo, "tile": tile}
+    base = calibrate_shipped(model, ds, layout, "infill", time_window=time_window, **windows) if calibrate else model
+    m = with_settings(resolve_model(base), half_window=time_window, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
@@ -249,13 +251,14 @@ def forecast(
     device: str = "auto",
     crs=None,
     halo: float | None = None,
+    tile: float | None = None,
     context_frames: int | None = None,
     reference: str | None = None,
     batch_size: int = 8,
     calibrate: bool = False,
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
-    check_settings(halo=halo, context_frames=context_frames)
+    check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     if layout.time is None:
@@ -277,7 +280,8 @@ def forecast(
     if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-6:
         raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "
                             f"use e.g. hours={step * max(1, round(n_leads)):g}.")
-    m = with_settings(resolve_model(model), halo=halo, context_frames=context_frames)
+    windows = {"halo": halo, "tile": tile, "context_frames": context_frames}
+    m = with_settings(resolve_model(model), **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
     inits = _init_indices(times, init_time)
     kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
@@ -288,9 +292,8 @@ def forecast(
 
         past = {layout.time: slice(0, int(inits.min()) + 1)}
         m = with_settings(calibrate_shipped(model, work.isel(past), layout, "forecast", kind=kind,
-                                               raw=ds.isel(past) if kind == "diurnal" else None,
-                                               context_frames=context_frames),
-                          halo=halo, context_frames=context_frames)
+                                               raw=ds.isel(past) if kind == "diurnal" else None, **windows),
+                          **windows)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
     problem = _plan(work, layout, m, "forecast")

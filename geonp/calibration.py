@@ -18,7 +18,8 @@ from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
 
-__all__ = ["calibrate", "coverage_factor", "gap_distances", "gap_scales", "match_weights", "mean_weights", "std_fit"]
+__all__ = ["calibrate", "coverage_factor", "gap_distances", "gap_scales", "match_weights", "mean_weights", "std_fit",
+           "window_context"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
@@ -32,11 +33,13 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     from a reference). Forward passes only.
     """
     if config.task == "infill":
-        cal = SamplerConfig(task="infill", max_context=4096, max_targets=256, half_window=settings["half_window"],
-                            keep_range=(0.7, 0.95), hole_probability=0.5)
+        frames, keep = 2 * settings["half_window"] + 1, (0.7, 0.95)
+        cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, float(np.mean(keep))),
+                            max_targets=256, half_window=settings["half_window"], keep_range=keep,
+                            hole_probability=0.5)
     else:
-        cal = SamplerConfig(task="forecast", max_context=4096, max_targets=512,
-                            context_frames=settings["context_frames"], max_lead=config.max_lead)
+        cal = SamplerConfig(task="forecast", max_context=window_context(settings, settings["context_frames"]),
+                            max_targets=512, context_frames=settings["context_frames"], max_lead=config.max_lead)
     sampler = TaskSampler(values, window, norm, config=cal, raw=raw)
     rng = np.random.default_rng(10_000 + seed)
     tasks = []
@@ -86,6 +89,19 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     out["lead_mean_weight"] = weights
     out["lead_trend_weight"] = trend_weights
     return out
+
+
+def window_context(settings: dict, frames: int, keep: float = 1.0, cap: int = 4096) -> int:
+    """Context points of a calibration task whose region matches a prediction window.
+
+    A prediction window holds the points within ``tile / sqrt(2) + halo`` model units of its
+    tile's centre (:func:`geonp.chunked._window`): about ``π r²`` observed points per frame, since a
+    model unit is the typical spacing of the observed points. Calibrating on regions of that size
+    measures the errors of the tasks prediction will run. ``keep`` is the share of the observed
+    points a calibration task keeps as context; at most ``cap`` points.
+    """
+    radius = float(settings["tile"]) / np.sqrt(2.0) + float(settings["halo"])
+    return int(min(cap, max(32, round(np.pi * radius**2 * frames * keep))))
 
 
 def coverage_factor(z: np.ndarray, level: float = 0.95, groups: int | None = None) -> float:

@@ -24,11 +24,18 @@ from . import frames, geo, timeaxis
 from .frames import Frame
 from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
-from .normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
+from .normalise import (
+    Normaliser,
+    context_spacing_km,
+    grid_axis_spacing_km,
+    grid_spacing_km,
+    mean_spacing,
+    station_spacing_km,
+)
 
 __all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast", "observed_stats"]
 
-#: default tile edge (grid cells) and station chunk when the input gives no chunks
+#: the largest default tile edge (grid cells; tiles span ``tile`` model units) and the station chunk
 DEFAULT_TILE = 128
 GLOBAL_TILE = 32
 DEFAULT_STATIONS = 4096
@@ -107,18 +114,27 @@ def _dask_data(ds: xr.Dataset, layout: Layout, chunks: dict) -> da.Array:
     return v.data
 
 
+def _axis_steps_km(space: Space, frame_km: np.ndarray | None) -> tuple[float | None, float | None]:
+    """A grid's spacing along each axis in km (great-circle neighbour distances when there is no frame)."""
+    if frame_km is not None:
+        return grid_axis_spacing_km(frame_km, space.shape)
+    lon = np.deg2rad(space.lon.reshape(space.shape))
+    lat = np.deg2rad(space.lat.reshape(space.shape))
+    steps = []
+    for axis in (0, 1):
+        if space.shape[axis] < 2:
+            steps.append(None)
+            continue
+        a = np.sin(np.diff(lat, axis=axis) / 2) ** 2 + np.cos(lat[:-1] if axis == 0 else lat[:, :-1]) * np.cos(
+            lat[1:] if axis == 0 else lat[:, 1:]) * np.sin(np.diff(lon, axis=axis) / 2) ** 2
+        steps.append(float(np.median(2 * frames.EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
+    return tuple(steps)
+
+
 def _spacing(space: Space, frame_km: np.ndarray | None) -> float:
     """Typical spacing of the points in km (great-circle neighbour distances when there is no frame)."""
     if frame_km is None and space.is_grid:  # global data: no single metric frame
-        lon = np.deg2rad(space.lon.reshape(space.shape))
-        lat = np.deg2rad(space.lat.reshape(space.shape))
-        steps = []
-        for axis in (0, 1):
-            if space.shape[axis] > 1:
-                a = np.sin(np.diff(lat, axis=axis) / 2) ** 2 + np.cos(lat[:-1] if axis == 0 else lat[:, :-1]) * np.cos(
-                    lat[1:] if axis == 0 else lat[:, 1:]) * np.sin(np.diff(lon, axis=axis) / 2) ** 2
-                steps.append(float(np.median(2 * frames.EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
-        return float(np.sqrt(np.prod(steps))) if len(steps) == 2 else (steps[0] if steps else 1.0)
+        return mean_spacing(_axis_steps_km(space, None))
     if frame_km is None:
         frame_km = Frame("aeqd", *frames.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat)
     if space.is_grid:
@@ -178,16 +194,26 @@ def _distance_km(space: Space, idx: np.ndarray | None, lon0: float, lat0: float,
     return np.arccos(np.clip(c, -1, 1)) * frames.EARTH_RADIUS_KM
 
 
-def _tiles(space: Space, chunks: dict, regional: bool = True) -> list[tuple[tuple[slice, ...], np.ndarray]]:
-    """Output tiles: (slices per space dim, flat point indices).
+def tile_cells(problem: Problem, tile: float) -> tuple[int, ...]:
+    """Default tile size per space dim: about ``tile`` model units of the target points, in cells.
 
-    Global data get smaller default tiles (:data:`GLOBAL_TILE` cells) so that each window's own
-    projection stays local.
+    A grid's tiles span ``tile`` units along each axis (at least one cell, at most
+    :data:`DEFAULT_TILE` cells, :data:`GLOBAL_TILE` for global data, so that each window's own
+    projection stays local); a station dim is cut into runs of :data:`DEFAULT_STATIONS`.
     """
+    space = problem.target
+    if not space.is_grid:
+        return (DEFAULT_STATIONS,)
+    cap = DEFAULT_TILE if problem.frame is not None else GLOBAL_TILE
+    steps = _axis_steps_km(space, space.km if problem.frame is not None else None)
+    return tuple(cap if not s else int(min(cap, max(1, round(tile * problem.unit_km / s)))) for s in steps)
+
+
+def _tiles(space: Space, chunks: dict, default: tuple[int, ...]) -> list[tuple[tuple[slice, ...], np.ndarray]]:
+    """Output tiles: (slices per space dim, flat point indices); ``chunks`` overrides the ``default`` sizes."""
     per_dim = []
-    for d, n in zip(space.dims, space.shape):
-        default = (DEFAULT_TILE if regional else GLOBAL_TILE) if space.is_grid else DEFAULT_STATIONS
-        size = int(chunks.get(d) or default)
+    for d, n, size in zip(space.dims, space.shape, default):
+        size = int(chunks.get(d) or size)
         per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
     grid = np.arange(space.size).reshape(space.shape)
     return [(sl, grid[sl].reshape(-1)) for sl in itertools.product(*per_dim)]
@@ -247,7 +273,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
     half_units = half * problem.step_hours / problem.time_unit_hours
     halo_km = float(settings["halo"]) * problem.unit_km
-    tiles = _tiles(problem.target, chunks, problem.frame is not None)
+    tiles = _tiles(problem.target, chunks, tile_cells(problem, float(settings["tile"])))
     windows = [_window(problem, idx, halo_km) for _, idx in tiles]
     fchunks = _frame_chunks(T, frames_per_block)
     n_blocks = len(tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
@@ -284,7 +310,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     per_block = int(chunks.get("init_time") or 8)
     W = int(settings["context_frames"])
     halo_km = float(settings["halo"]) * problem.unit_km
-    tiles = _tiles(problem.target, chunks, problem.frame is not None)
+    tiles = _tiles(problem.target, chunks, tile_cells(problem, float(settings["tile"])))
     windows = [_window(problem, idx, halo_km) for _, idx in tiles]
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
     n_blocks = len(tiles) * len(ichunks) * int(np.prod(problem.extra_shape))

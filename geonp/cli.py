@@ -88,7 +88,9 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunks", metavar="SPEC",
                    help="compute chunk by chunk, lazily: frames per chunk (24) or dim=size pairs "
                         "(time=24,latitude=64,longitude=64)")
-    p.add_argument("--halo", type=float, help="space halo of each chunk's context, in model units (typical spacings)")
+    p.add_argument("--halo", type=float, help="space halo of each tile's context, in model units (typical spacings; 3)")
+    p.add_argument("--tile", type=float,
+                   help="edge of the output tiles of a grid when --chunks gives none, in model units (8)")
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate the shipped weights on the input first (held-out observed points; for forecasts "
                         "the history before the first initial time), forward passes only")
@@ -223,7 +225,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     targets = open_dataset(args.targets, crs=args.crs) if args.targets is not None else None
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
-                            chunks=chunks, device=args.device, crs=args.crs, halo=args.halo,
+                            chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, batch_size=args.batch_size, calibrate=args.calibrate)
     _write(result, out, args, history, start)
 
@@ -238,8 +240,8 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
-                              halo=args.halo, context_frames=args.context_frames, reference=args.reference,
-                              batch_size=args.batch_size, calibrate=args.calibrate)
+                              halo=args.halo, tile=args.tile, context_frames=args.context_frames,
+                              reference=args.reference, batch_size=args.batch_size, calibrate=args.calibrate)
     _write(result, out, args, history, start)
 
 

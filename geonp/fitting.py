@@ -22,7 +22,7 @@ from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
 from .errors import ConfigError, NoDataError
 from .inference import collate, resolve_device
-from .model import DEFAULT_SETTINGS, Model
+from .model import DEFAULT_SETTINGS, Model, check_settings
 from .models import Batch, NeuralProcess, build_model
 from .models.bsa_tnp import with_proximity_features
 from .normalise import Normaliser, covariate_dims
@@ -149,11 +149,10 @@ def fit_model(
     problem = build_problem(ds, layout, norm, observed_fraction=obs_fraction)
     norm = replace(norm, covariates=tuple(covariates), space_unit_km=problem.unit_km)
     window = _window(problem, keep, norm)
-    settings = dict(DEFAULT_SETTINGS)
-    for key in ("half_window", "context_frames", "halo", "reference"):
-        value = train_options.pop(key, None)
-        if value is not None:
-            settings[key] = value
+    windows = {k: train_options.pop(k, None) for k in ("half_window", "context_frames", "halo", "tile")}
+    settings = {**DEFAULT_SETTINGS, **check_settings(**windows)}
+    if (reference := train_options.pop("reference", None)) is not None:
+        settings["reference"] = reference
     sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],
                           max_lead=6)
     sampler = TaskSampler(values, window, norm, config=sconf)
@@ -204,12 +203,14 @@ def fit_model(
 
 def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
                       raw: xr.Dataset | None = None, time_window: int | None = None,
-                      context_frames: int | None = None) -> Model:
+                      context_frames: int | None = None, halo: float | None = None,
+                      tile: float | None = None) -> Model:
     """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
 
     The same calibration as ``fit(steps=0)``, on the data being predicted (``calibrate=True`` of
     infill and forecast): held-out observed points for infill (the gaps are never read); for
-    forecasts ``ds`` is the history up to the first initial time.
+    forecasts ``ds`` is the history up to the first initial time. ``halo`` and ``tile`` size the
+    calibration's tasks like the prediction windows they calibrate.
 
     Raises
     ------
@@ -226,7 +227,7 @@ def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, k
     try:
         return fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
                          progress=False, raw_ds=raw, reference=kind, half_window=time_window,
-                         context_frames=context_frames)
+                         context_frames=context_frames, halo=halo, tile=tile)
     except NoDataError as exc:
         raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
                           + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "

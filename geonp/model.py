@@ -36,7 +36,8 @@ __all__ = ["Model", "load_model", "resolve_model", "DEFAULT_SETTINGS"]
 DEFAULT_SETTINGS = {
     "half_window": 3,  # infill: frames each side of the target frame used as context
     "context_frames": 4,  # forecast: frames up to the initial time used as context
-    "halo": 8.0,  # space halo around each output chunk, in model space units
+    "halo": 3.0,  # space halo around each output tile, in model space units
+    "tile": 8.0,  # edge of the default output tiles of a grid, in model space units
     "reference": "auto",  # forecast: what the network forecasts a departure from (geonp.reference)
 }
 
@@ -225,22 +226,23 @@ _SETTING_MINIMUM = {"half_window": 0, "context_frames": 1}
 
 
 def check_settings(**settings: Any) -> dict:
-    """The prediction settings that are not ``None``, checked and converted (``halo`` float, frames int).
+    """The prediction settings that are not ``None``, checked and converted (``halo``/``tile`` float, frames int).
 
     Raises
     ------
     ConfigError
-        ``halo`` is not a finite number >= 0, or ``half_window`` (``time_window=``) or
-        ``context_frames`` is not a whole number of frames (at least 0 and 1).
+        ``halo`` is not a finite number >= 0, ``tile`` not a finite number > 0, or ``half_window``
+        (``time_window=``) or ``context_frames`` is not a whole number of frames (at least 0 and 1).
     """
     new = {k: v for k, v in settings.items() if v is not None}
-    if "halo" in new:
-        halo = new["halo"]
-        if isinstance(halo, bool) or not isinstance(halo, (int, float, np.integer, np.floating)) or not (
-                np.isfinite(halo) and halo >= 0):
-            raise ConfigError(f"halo={halo!r}; expected a finite number >= 0 of model units (typical spacings), "
-                              "e.g. halo=8.")
-        new["halo"] = float(halo)
+    for key, positive, example in (("halo", False, 3), ("tile", True, 8)):
+        if key in new:
+            v = new[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (
+                    np.isfinite(v) and (v > 0 if positive else v >= 0)):
+                raise ConfigError(f"{key}={v!r}; expected a finite number {'> 0' if positive else '>= 0'} of model "
+                                  f"units (typical spacings), e.g. {key}={example}.")
+            new[key] = float(v)
     for key, low in _SETTING_MINIMUM.items():
         if key in new:
             v = new[key]

@@ -20,7 +20,8 @@ import numpy as np
 
 from .errors import ConfigError, UnknownOptionError
 
-__all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "station_spacing_km", "context_spacing_km"]
+__all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "grid_axis_spacing_km", "mean_spacing",
+           "station_spacing_km", "context_spacing_km"]
 
 #: covariate name -> number of model columns
 COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
@@ -309,19 +310,22 @@ class Normaliser:
         return np.concatenate(cols, -1)
 
 
+def grid_axis_spacing_km(xy_km: np.ndarray, shape: tuple[int, int]) -> tuple[float | None, float | None]:
+    """Median neighbour distance along each grid axis, in km (``None`` for an axis of one cell)."""
+    g = xy_km.reshape(*shape, 2)
+    return tuple(float(np.median(np.linalg.norm(np.diff(g, axis=axis), axis=-1))) if shape[axis] > 1 else None
+                 for axis in (0, 1))
+
+
 def grid_spacing_km(xy_km: np.ndarray, shape: tuple[int, int]) -> float:
     """Geometric mean of the median neighbour distances along both grid axes, in km."""
-    g = xy_km.reshape(*shape, 2)
-    steps = []
-    for axis in (0, 1):
-        if shape[axis] > 1:
-            d = np.linalg.norm(np.diff(g, axis=axis), axis=-1)
-            steps.append(float(np.median(d)))
-    if not steps:
-        return 1.0
-    if len(steps) == 1:
-        return steps[0]
-    return float(np.sqrt(steps[0] * steps[1]))
+    return mean_spacing(grid_axis_spacing_km(xy_km, shape))
+
+
+def mean_spacing(steps) -> float:
+    """Geometric mean of the per-axis spacings that are not ``None`` (1.0 when there is none)."""
+    steps = [s for s in steps if s is not None]
+    return float(np.sqrt(np.prod(steps))) if len(steps) == 2 else (steps[0] if steps else 1.0)
 
 
 def station_spacing_km(xy_km: np.ndarray) -> float:

@@ -154,10 +154,43 @@ def test_projected_grid_with_crs_argument_and_in_attrs():
     assert pyproj.CRS.from_wkt(out.spatial_ref.attrs["crs_wkt"]).to_epsg() == 3035
 
 
+def test_default_tiles_span_tile_model_units():
+    # 0.25° cells at 60°N are about twice as tall (28 km) as they are wide (14 km): a tile of
+    # `tile` model units holds about twice as many cells along longitude as along latitude
+    ds, _ = field(nlat=24, nlon=48, times=2, keep=0.25, lat0=60.0)
+    sizes = {}
+    for tile in (4.0, 8.0):
+        out = ds.np.infill("t2m", chunks={"time": 1}, tile=tile)  # lazy; space tiles by default
+        lat, lon = (c[0] for c in out.t2m_mean.data.chunks[1:])
+        sizes[tile] = lat, lon
+        assert abs(lon - 2 * lat) <= 2
+    # twice the units, twice the cells (to rounding)
+    assert abs(sizes[8.0][0] - 2 * sizes[4.0][0]) <= 1 and abs(sizes[8.0][1] - 2 * sizes[4.0][1]) <= 1
+    assert sizes[8.0][1] < 48  # the grid is cut: it spans more than one tile
+    # chunks= for a space dim overrides the tile
+    out = ds.np.infill("t2m", chunks={"time": 1, "longitude": 5}, tile=4.0)
+    assert out.t2m_mean.data.chunks[2][0] == 5 and out.t2m_mean.data.chunks[1][0] == sizes[4.0][0]
+    # a grid smaller than one tile is one window, with or without tiles
+    small_grid, _ = field()
+    whole = small_grid.np.infill("t2m", chunks={"time": 1})
+    assert whole.t2m_mean.data.numblocks[1:] == (1, 1)
+
+
+def test_tiles_with_a_wide_halo_equal_one_window():
+    ds, _ = field(nlat=16, nlon=20, times=2, keep=0.3)
+    one = ds.np.infill("t2m", tile=1000.0, halo=0.0)
+    tiled = ds.np.infill("t2m", tile=2.0, halo=1000.0)
+    np.testing.assert_allclose(tiled.t2m_mean, one.t2m_mean, atol=2e-4)
+    np.testing.assert_allclose(tiled.t2m_std, one.t2m_std, atol=2e-4)
+
+
 def test_infill_errors():
     ds, _ = field()
     for kwargs, message in [({"halo": -1}, "halo=-1; expected a finite number >= 0"),
                             ({"halo": float("nan")}, "halo=nan; expected a finite number"),
+                            ({"tile": 0}, "tile=0; expected a finite number > 0 of model units"),
+                            ({"tile": float("inf")}, "tile=inf; expected a finite number > 0"),
+                            ({"tile": True}, "tile=True; expected a finite number > 0"),
                             ({"time_window": -1}, "time_window=-1; expected a whole number of frames >= 0"),
                             ({"time_window": 1.5}, "time_window=1.5; expected a whole number"),
                             ({"batch_size": 0}, "batch_size=0; expected a whole number of tasks")]:
@@ -166,6 +199,8 @@ def test_infill_errors():
     full = ds.fillna(ds.t2m.mean())
     with pytest.raises(ConfigError, match="context_frames=0; expected a whole number of frames >= 1"):
         full.np.forecast("t2m", hours=1, context_frames=0)
+    with pytest.raises(ConfigError, match="tile=-1; expected a finite number > 0"):
+        full.np.forecast("t2m", hours=1, tile=-1)
     with pytest.raises(ConfigError, match="time_window=-2; expected a whole number"):
         ds.np.fit("t2m", steps=0, time_window=-2)
     with pytest.raises(NoDataError, match="every value of 't2m' is missing"):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from geonp.calibration import coverage_factor, gap_distances, gap_scales, match_weights, std_fit
+from geonp.calibration import coverage_factor, gap_distances, gap_scales, match_weights, std_fit, window_context
 from geonp.data import Task, gap_to_context, nearest_distance
 from geonp.data.tasks import make_task
 from geonp.errors import ConfigError
@@ -206,3 +206,12 @@ def test_coverage_factor_widens_heavy_tails_to_the_nominal_coverage():
     z = np.linspace(-3.0, 3.0, 1001)
     assert coverage_factor(z, groups=19) == pytest.approx(3.0 / 1.959964, rel=1e-5)
     assert coverage_factor(z, groups=99) > coverage_factor(z) > 1.0  # 0.96 quantile beyond the 0.95 one
+
+
+def test_window_context_matches_the_prediction_window():
+    # a window reaches tile / sqrt(2) + halo units from its centre: pi r^2 observed points per frame
+    r = 8 / np.sqrt(2) + 3
+    assert window_context({"tile": 8.0, "halo": 3.0}, frames=2) == round(np.pi * r * r * 2)
+    assert window_context({"tile": 8.0, "halo": 3.0}, frames=7, keep=0.5) == round(np.pi * r * r * 3.5)
+    assert window_context({"tile": 1000.0, "halo": 3.0}, frames=7) == 4096  # capped
+    assert window_context({"tile": 0.1, "halo": 0.0}, frames=1) == 32  # never below a usable task

@@ -163,6 +163,18 @@ def test_cli_infill__chunked_equals_unchunked_and_quiet_is_quiet(nc, tmp_path, c
     np.testing.assert_allclose(xa.t2m_std.values, xb.t2m_std.values, rtol=1e-5, atol=1e-5)
 
 
+def test_cli_infill__tile_and_halo_reach_the_prediction(nc, tmp_path, capsys):
+    """`--tile` and `--halo` size the output tiles and their context windows, in model units."""
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    assert main(["infill", str(nc), "--out", str(a), "--quiet", "--tile", "1", "--halo", "1000"]) == 0
+    assert main(["infill", str(nc), "--out", str(b), "--quiet", "--tile", "1000", "--halo", "0"]) == 0
+    xa, xb = xr.open_zarr(a), xr.open_zarr(b)
+    np.testing.assert_allclose(xa.t2m_mean.values, xb.t2m_mean.values, rtol=1e-5, atol=2e-4)
+    assert main(["infill", str(nc), "--out", str(tmp_path / "c.zarr"), "--tile", "-2"]) == 2
+    assert "geonp: error: tile=-2.0; expected a finite number > 0" in capsys.readouterr().err
+    assert not (tmp_path / "c.zarr").exists()
+
+
 def test_cli_infill__calibrate_changes_only_the_std(nc, tmp_path, capsys):
     """`--calibrate` calibrates the shipped weights on the input first: same mean, rescaled std."""
     a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
