@@ -1,8 +1,9 @@
 """Quick probes of two prediction settings on subsets of the real-data tasks (zero-shot, shipped weights).
 
 * ``forecast-frames``: zero-shot BSA-TNP ERA5 forecasts (+1 … +6 h) from every third of the 24
-  benchmark inits, with ``context_frames`` past frames as context (default 2, 4 and 8). Question:
-  do more past frames fix the zero-shot intervals (too narrow with 2)?
+  benchmark inits (``--inits eval``: all 24; ``--inits fit``: the 79 inits of the fit period, to
+  choose a setting without the scored week), with ``context_frames`` past frames as context
+  (default 2, 4 and 8). Question: do more past frames fix the zero-shot intervals (too narrow with 2)?
 * ``te-local``: zero-shot TE-PT-TNP ERA5 infill (random and block masks, 7 of the 28 eval frames),
   on the whole grid and in small spatial chunks with a small halo, space only (``time_window=0``)
   and ±3 h. Question: does a local context help a model whose 16 pseudo-tokens summarise all of it?
@@ -56,11 +57,15 @@ def _mean(rows: list[dict]) -> dict:
     return {k: float(np.mean([r[k] for r in rows])) for k in ("rmse", "nll", "coverage")}
 
 
-def forecast_frames(frames: list[int]) -> list[dict]:
+#: forecast-frames: which inits (every third benchmark init, all 24, or the 79 of the fit period)
+INITS = {"subset": lambda: rt.era5_forecast_inits()[::3], "eval": rt.era5_forecast_inits, "fit": rt.era5_fit_inits}
+
+
+def forecast_frames(frames: list[int], which: str = "subset") -> list[dict]:
     """Zero-shot BSA-TNP forecasts per number of past frames, scored per lead (mean over inits)."""
     da = rt.load_era5()
     ds = da.to_dataset(name="t2m")
-    inits = rt.era5_forecast_inits()[::3]
+    inits = INITS[which]()
     truth = da.values
     out = []
     for cf in frames:
@@ -72,7 +77,7 @@ def forecast_frames(frames: list[int]) -> list[dict]:
             y = np.stack([truth[i + lead] for i in inits])
             per_lead.append(_mean([rt.scores(y[j].ravel(), mean[j, k].ravel(), std[j, k].ravel())
                                    for j in range(len(inits))]))
-        out.append({"context_frames": cf, "inits": int(len(inits)), "cpu_s": time.process_time() - c0,
+        out.append({"context_frames": cf, "inits": int(len(inits)), "which": which, "cpu_s": time.process_time() - c0,
                     "per_lead": per_lead})
         print(cf, [{k: round(v, 3) for k, v in p.items()} for p in per_lead], flush=True)
     return out
@@ -350,17 +355,20 @@ def main() -> None:
                         help="bsa-local, block-rings: a weights file instead of the shipped ones")
     parser.add_argument("--name", default=None, help="results name (default: the probe's)")
     parser.add_argument("--frames", type=int, nargs="+", default=[2, 4, 8], help="past frames (forecast-frames)")
+    parser.add_argument("--inits", choices=sorted(INITS), default="subset",
+                        help="forecast-frames: every third benchmark init (default), all 24, or the fit period's 79")
     parser.add_argument("--doc", action="store_true", help="only rebuild the docs table from saved results")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.doc:
         if args.probe == "forecast-frames":
-            rows = forecast_frames(args.frames)
+            rows = forecast_frames(args.frames, args.inits)
         else:
             rows = {"te-local": te_local, "bsa-local": lambda: bsa_local(args.weights),
                     "block-rings": lambda: block_rings(args.weights), "unit-scale": unit_scale}[args.probe]()
-        save_json(f"probe-{args.name or args.probe}", {"machine": machine(), "weights": args.weights, "rows": rows})
-    if args.probe == "forecast-frames":
+        name = args.name or (args.probe if args.inits == "subset" else f"{args.probe}-{args.inits}")
+        save_json(f"probe-{name}", {"machine": machine(), "weights": args.weights, "rows": rows})
+    if args.probe == "forecast-frames" and args.inits == "subset":
         saved = json.loads((RESULTS / "probe-forecast-frames.json").read_text())
         update_doc_section("probe-forecast", forecast_table(saved))
 
