@@ -118,17 +118,7 @@ def _axis_steps_km(space: Space, frame_km: np.ndarray | None) -> tuple[float | N
     """A grid's spacing along each axis in km (great-circle neighbour distances when there is no frame)."""
     if frame_km is not None:
         return grid_axis_spacing_km(frame_km, space.shape)
-    lon = np.deg2rad(space.lon.reshape(space.shape))
-    lat = np.deg2rad(space.lat.reshape(space.shape))
-    steps = []
-    for axis in (0, 1):
-        if space.shape[axis] < 2:
-            steps.append(None)
-            continue
-        a = np.sin(np.diff(lat, axis=axis) / 2) ** 2 + np.cos(lat[:-1] if axis == 0 else lat[:, :-1]) * np.cos(
-            lat[1:] if axis == 0 else lat[:, 1:]) * np.sin(np.diff(lon, axis=axis) / 2) ** 2
-        steps.append(float(np.median(2 * frames.EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
-    return tuple(steps)
+    return frames.grid_steps_km(space.lon.reshape(space.shape), space.lat.reshape(space.shape))
 
 
 def _spacing(space: Space, frame_km: np.ndarray | None) -> float:
@@ -257,6 +247,49 @@ def _window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
     return sel, meta
 
 
+def _groups(problem: Problem, idx: np.ndarray, tile: float) -> list[np.ndarray | None]:
+    """Positions in a station run of its spatial groups, squares of ``tile`` model units.
+
+    ``[None]`` (the run is one group) for a grid tile, whose tiles are already ``tile`` units, or
+    for stations that fit in one square.
+    """
+    space = problem.target
+    if space.is_grid or len(idx) < 2:
+        return [None]
+    if problem.frame is not None and space.km is not None:
+        km = space.km[idx]
+    else:
+        km = Frame("aeqd", *frames.centre_of(space.lon[idx], space.lat[idx])).to_km(space.lon[idx], space.lat[idx])
+    km = np.asarray(km)
+    cells = np.floor((km - km.min(0)) / (tile * problem.unit_km)).astype(np.int64)  # squares from the corner
+    _, inv = np.unique(cells, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    return [None] if inv.max() == 0 else [np.flatnonzero(inv == g) for g in range(int(inv.max()) + 1)]
+
+
+def _tile_windows(problem: Problem, tiles, halo_km: float, tile: float) -> list[list[tuple]]:
+    """Per output tile, its groups' ``(window selection, point metadata, positions in the tile)``."""
+    return [[(*_window(problem, idx if pos is None else idx[pos], halo_km), pos) for pos in _groups(problem, idx, tile)]
+            for _, idx in tiles]
+
+
+def _scatter(parts: list, positions: list, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """One tile's mean and std from its groups' (along the last axis, the tile's points)."""
+    mean = np.full(shape, np.nan, dtype=np.float32)
+    std = np.full(shape, np.nan, dtype=np.float32)
+    for (m, sd), pos in zip(parts, positions):
+        mean[..., pos] = m
+        std[..., pos] = sd
+    return mean, std
+
+
+def _combine(parts: list, groups: list, shape: tuple):
+    """The delayed (mean, std) of a tile: its one block, or its groups' blocks scattered together."""
+    if len(parts) == 1 and groups[0][2] is None:
+        return parts[0]
+    return dask.delayed(_scatter, pure=True)(parts, [g[2] for g in groups], shape)
+
+
 def _frame_chunks(n: int, size: int) -> list[np.ndarray]:
     return [np.arange(s, min(s + size, n)) for s in range(0, n, size)]
 
@@ -273,10 +306,11 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
     half_units = half * problem.step_hours / problem.time_unit_hours
     halo_km = float(settings["halo"]) * problem.unit_km
-    tiles = _tiles(problem.target, chunks, tile_cells(problem, float(settings["tile"])))
-    windows = [_window(problem, idx, halo_km) for _, idx in tiles]
+    tile = float(settings["tile"])
+    tiles = _tiles(problem.target, chunks, tile_cells(problem, tile))
+    windows = _tile_windows(problem, tiles, halo_km, tile)
     fchunks = _frame_chunks(T, frames_per_block)
-    n_blocks = len(tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
+    n_blocks = sum(map(len, windows)) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
     t_units = problem.t_units
     n_tiles = [len({s[k].start for s, _ in tiles}) for k in range(len(problem.target.dims))]
@@ -286,13 +320,17 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for fi, fr in enumerate(fchunks):
             lo, hi = max(0, fr[0] - half), min(T, fr[-1] + half + 1)
-            for (slices, _), (sel, meta), pos in zip(tiles, windows, tile_pos):
-                values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
+            for (slices, _), groups, pos in zip(tiles, windows, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
-                m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
-                     "half_window": half_units, "norm": problem.norm.to_dict(), "tile_shape": shape,
-                     "device": device, "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
-                blk = dask.delayed(infill_block, pure=True)(payload_d, values, m)
+                parts = []
+                for sel, meta, sub in groups:
+                    values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
+                    m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
+                         "half_window": half_units, "norm": problem.norm.to_dict(),
+                         "tile_shape": shape if sub is None else (len(sub),), "device": device,
+                         "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
+                    parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
+                blk = _combine(parts, groups, (len(fr), *shape))
                 full = (1,) * len(e) + (len(fr),) + shape
                 means[(*e, fi, *pos)] = da.from_delayed(blk[0], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
                 stds[(*e, fi, *pos)] = da.from_delayed(blk[1], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
@@ -310,10 +348,11 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     per_block = int(chunks.get("init_time") or 8)
     W = int(settings["context_frames"])
     halo_km = float(settings["halo"]) * problem.unit_km
-    tiles = _tiles(problem.target, chunks, tile_cells(problem, float(settings["tile"])))
-    windows = [_window(problem, idx, halo_km) for _, idx in tiles]
+    tile = float(settings["tile"])
+    tiles = _tiles(problem.target, chunks, tile_cells(problem, tile))
+    windows = _tile_windows(problem, tiles, halo_km, tile)
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
-    n_blocks = len(tiles) * len(ichunks) * int(np.prod(problem.extra_shape))
+    n_blocks = sum(map(len, windows)) * len(ichunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
     lead_hours = leads * problem.step_hours
     lead_units = lead_hours / problem.time_unit_hours
@@ -325,17 +364,23 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for ci, ini in enumerate(ichunks):
             lo, hi = max(0, int(ini.min()) - W + 1), int(ini.max()) + 1
-            for (slices, _), (sel, meta), pos in zip(tiles, windows, tile_pos):
-                values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
+            for (slices, _), groups, pos in zip(tiles, windows, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
-                m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
-                     "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
-                     "norm": problem.norm.to_dict(), "tile_shape": shape, "device": device,
-                     "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
-                # the initial frame at the tile's own points: calibrated forecasts shrink towards it
-                persist = problem.data[(*e, ini, *slices)] if problem.norm.lead_mean_weight else None
-                blk = dask.delayed(forecast_block, pure=True)(payload_d, values, m, persist)
+                parts = []
+                for sel, meta, sub in groups:
+                    values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
+                    m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
+                         "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
+                         "norm": problem.norm.to_dict(), "tile_shape": shape if sub is None else (len(sub),),
+                         "device": device, "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
+                    # the initial frame at the tile's own points: calibrated forecasts shrink towards it
+                    persist = None
+                    if problem.norm.lead_mean_weight:
+                        persist = problem.data[(*e, ini, *slices)]
+                        persist = persist if sub is None else persist[..., sub]
+                    parts.append(dask.delayed(forecast_block, pure=True)(payload_d, values, m, persist))
                 inner = (len(ini), len(leads), *shape)
+                blk = _combine(parts, groups, inner)
                 full = (1,) * len(e) + inner
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)

@@ -21,7 +21,7 @@ from .geo import Layout
 
 __all__ = [
     "Frame", "make_frame", "space_points", "lonlat_of", "centre_of", "radius_km", "is_regional",
-    "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
+    "grid_steps_km", "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
 ]
 
 #: datasets within this radius of their centre share one projection centre
@@ -132,3 +132,22 @@ def lonlat_of(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
     t = pyproj.Transformer.from_crs(layout.crs, "EPSG:4326", always_xy=True)
     lon, lat = t.transform(x, y)
     return np.asarray(lon), np.asarray(lat)
+
+
+def grid_steps_km(lon: np.ndarray, lat: np.ndarray) -> tuple[float | None, float | None]:
+    """Median great-circle distance between neighbours along each axis of a 2-D grid of degrees.
+
+    ``None`` for an axis of one cell.
+    """
+    lam, phi = np.deg2rad(lon), np.deg2rad(lat)
+    steps = []
+    for axis in (0, 1):
+        if lon.shape[axis] < 2:
+            steps.append(None)
+            continue
+        head = (slice(None, -1), slice(None)) if axis == 0 else (slice(None), slice(None, -1))
+        tail = (slice(1, None), slice(None)) if axis == 0 else (slice(None), slice(1, None))
+        a = np.sin(np.diff(phi, axis=axis) / 2) ** 2 + np.cos(phi[head]) * np.cos(phi[tail]) * np.sin(
+            np.diff(lam, axis=axis) / 2) ** 2
+        steps.append(float(np.median(2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0, 1))))))
+    return tuple(steps)

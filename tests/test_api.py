@@ -136,6 +136,24 @@ def test_station_infill_is_permutation_equivariant():
     np.testing.assert_allclose(out_p.tmax_mean.values, out.tmax_mean.isel(station=perm).values, atol=2e-4)
 
 
+def test_station_tiles_group_stations_in_space():
+    # 300 stations: squares of `tile` units split them into groups, each with its own window;
+    # with a halo covering everything the groups give the one-window answer, in the input's order
+    st = stations(n=300, times=3)
+    one = st.np.infill("tmax", tile=1000.0, halo=0.0)
+    grouped = st.np.infill("tmax", tile=2.0, halo=1000.0)
+    np.testing.assert_allclose(grouped.tmax_mean, one.tmax_mean, atol=2e-4)
+    np.testing.assert_allclose(grouped.tmax_std, one.tmax_std, atol=2e-4)
+    local = st.np.infill("tmax", tile=2.0, halo=1.0)  # small windows: a different, finite answer
+    assert np.isfinite(local.tmax_mean.values).all() and np.isfinite(local.tmax_std.values).all()
+    assert not np.allclose(local.tmax_mean.values, one.tmax_mean.values, atol=1e-3)
+    full = st.fillna(st.tmax.mean()).assign_coords(time=pd.date_range("2000-01-01", periods=3, freq="h"))
+    fc_one = full.np.forecast("tmax", hours=2, tile=1000.0, halo=0.0, context_frames=2)
+    fc_grouped = full.np.forecast("tmax", hours=2, tile=2.0, halo=1000.0, context_frames=2)
+    np.testing.assert_allclose(fc_grouped.tmax_mean, fc_one.tmax_mean, atol=2e-4)
+    np.testing.assert_allclose(fc_grouped.tmax_std, fc_one.tmax_std, atol=2e-4)
+
+
 def test_stations_to_grid_targets():
     st = stations()
     grid = xr.Dataset(coords={"lat": np.linspace(38, 41, 4), "lon": np.linspace(-108, -103, 6)})

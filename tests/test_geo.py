@@ -166,3 +166,13 @@ def test_normaliser_round_trip_and_covariates():
     np.testing.assert_allclose(z[0, 1, 1:3], z[1, 0, 1:3], atol=1e-12)  # 06 UTC at 0° = 00 UTC at 90°E (solar time)
     shift, scale = n.standardise(np.array([5.0, 5.0]))
     assert shift == 5.0 and scale > 0
+
+
+def test_grid_steps_km_measure_each_axis():
+    from geonp.frames import grid_steps_km
+
+    lon, lat = np.meshgrid(np.arange(0, 5, 0.25), 60 + 0.25 * np.arange(8))
+    dy, dx = grid_steps_km(lon, lat)
+    # median neighbour distances: 0.25° of latitude, and of longitude at the grid's middle latitude
+    assert dy == pytest.approx(27.8, abs=0.1) and dx == pytest.approx(27.8 * np.cos(np.deg2rad(60.875)), abs=0.1)
+    assert grid_steps_km(lon[:1], lat[:1])[0] is None
