@@ -65,24 +65,26 @@ def colorado(model, tw: int) -> dict:
     return _mean(rows)
 
 
-def era5_infill(model, kind: str, tw: int) -> dict:
+def era5_infill(model, kind: str, tw: int, **options) -> dict:
+    """Zero-shot infill of every 4th ERA5 eval frame (``options``: more ``ds.np.infill`` arguments)."""
     da = rt.load_era5()
     rows = []
     for i in rt.era5_eval_times(6)[::4]:
         i = int(i)
         hid = np.stack([rt.era5_infill_mask(j, kind=kind)[0] for j in range(i - tw, i + tw + 1)])
         w = da.isel(time=slice(i - tw, i + tw + 1)).where(~hid).to_dataset(name="t2m")
-        p = w.np.infill("t2m", model=model, time_window=tw).isel(time=tw)
+        p = w.np.infill("t2m", model=model, time_window=tw, **options).isel(time=tw)
         _, scored = rt.era5_infill_mask(i, kind=kind)
         rows.append(rt.scores(da.values[i][scored], p.t2m_mean.values[scored], p.t2m_std.values[scored]))
     return _mean(rows)
 
 
-def era5_forecast(model) -> dict:
+def era5_forecast(model, **options) -> dict:
+    """Zero-shot forecasts from every 3rd init, 2 past frames (``options``: more ``ds.np.forecast`` arguments)."""
     da = rt.load_era5()
     inits = rt.era5_forecast_inits()[::3]
     fc = da.to_dataset(name="t2m").np.forecast("t2m", hours=6, model=model, init_time=da.time.values[inits],
-                                               context_frames=2)
+                                               context_frames=2, **options)
     out = {k: [] for k in KEYS}
     for k, lead in enumerate(rt.ERA5_LEADS):
         y = np.stack([da.values[i + lead] for i in inits])

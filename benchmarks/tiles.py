@@ -29,8 +29,8 @@ import torch
 from torch.distributions import Normal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import realdata_tasks as rt  # noqa: E402
 from _common import machine, save_json  # noqa: E402
+from candidates import era5_forecast, era5_infill  # noqa: E402
 
 import geonp  # noqa: E402, F401  registers the .np accessor
 from geonp import demo  # noqa: E402
@@ -47,35 +47,6 @@ def _mean(rows: list[dict]) -> dict:
 def _windows(config: tuple[float, float] | None) -> dict:
     # "none": a tile larger than any of these grids (the cap of 128 cells) and no halo needed
     return {"tile": 1000.0, "halo": 8.0} if config is None else {"tile": config[0], "halo": config[1]}
-
-
-def forecast(model, config) -> dict:
-    da = rt.load_era5()
-    inits = rt.era5_forecast_inits()[::3]
-    fc = da.to_dataset(name="t2m").np.forecast("t2m", hours=6, model=model, init_time=da.time.values[inits],
-                                               context_frames=2, **_windows(config))
-    out = {k: [] for k in KEYS}
-    for k, lead in enumerate(rt.ERA5_LEADS):
-        y = np.stack([da.values[i + lead] for i in inits])
-        s = _mean([rt.scores(y[j].ravel(), fc.t2m_mean.values[j, k].ravel(), fc.t2m_std.values[j, k].ravel())
-                   for j in range(len(inits))])
-        for key in KEYS:
-            out[key].append(s[key])
-    return out
-
-
-def infill(model, config, kind: str) -> dict:
-    da = rt.load_era5()
-    tw = 3 if kind == "random" else 1
-    rows = []
-    for i in rt.era5_eval_times(6)[::4]:
-        i = int(i)
-        hid = np.stack([rt.era5_infill_mask(j, kind=kind)[0] for j in range(i - tw, i + tw + 1)])
-        w = da.isel(time=slice(i - tw, i + tw + 1)).where(~hid).to_dataset(name="t2m")
-        p = w.np.infill("t2m", model=model, time_window=tw, **_windows(config)).isel(time=tw)
-        _, scored = rt.era5_infill_mask(i, kind=kind)
-        rows.append(rt.scores(da.values[i][scored], p.t2m_mean.values[scored], p.t2m_std.values[scored]))
-    return _mean(rows)
 
 
 def demo_field(model, config) -> dict:
@@ -113,11 +84,11 @@ def main() -> None:
         for part in args.parts:
             start = time.process_time()
             if part == "forecast":
-                res = forecast(args.model, config)
+                res = era5_forecast(args.model, **_windows(config))
             elif part == "demo":
                 res = demo_field(args.model, config)
             else:
-                res = infill(args.model, config, part)
+                res = era5_infill(args.model, part, 3 if part == "random" else 1, **_windows(config))
             rows.append({"tiles": text, "part": part, **res, "cpu_s": time.process_time() - start})
             print(rows[-1], flush=True)
     name = args.name or Path(args.model).stem
