@@ -407,7 +407,8 @@ def main() -> None:
     parser.add_argument("--fit-cpu", type=float, default=0.0,
                         help="CPU seconds of gradient training for the 'trained' rows (0: none)")
     parser.add_argument("--time-window", type=int, default=3, help="frames each side used as context (infill)")
-    parser.add_argument("--context-frames", type=int, default=2, help="past frames used as context (forecast)")
+    parser.add_argument("--context-frames", type=int, default=4,
+                        help="past frames used as context (forecast; default 4, the package's)")
     parser.add_argument("--colorado-windows", type=int, nargs="+", default=[0, 3],
                         help="months each side used as context (colorado; one set of rows each)")
     parser.add_argument("--keep-zero-shot", action="store_true",
