@@ -95,7 +95,7 @@ def window_context(settings: dict, frames: int, keep: float = 1.0, cap: int = 40
     """Context points of a calibration task whose region matches a prediction window.
 
     A prediction window holds the points within ``tile / sqrt(2) + halo`` model units of its
-    tile's centre (:func:`geonp.chunked._window`): about ``π r²`` observed points per frame, since a
+    tile's centre (:func:`geonp.tiling.window`): about ``π r²`` observed points per frame, since a
     model unit is the typical spacing of the observed points. Calibrating on regions of that size
     measures the errors of the tasks prediction will run. ``keep`` is the share of the observed
     points a calibration task keeps as context; at most ``cap`` points.

@@ -194,6 +194,21 @@ def test_default_tiles_span_tile_model_units():
     assert whole.t2m_mean.data.numblocks[1:] == (1, 1)
 
 
+def test_large_output_blocks_are_predicted_in_tiles():
+    # a dask-backed input chunked as one block per frame (as Zarr stores often are), or chunks=
+    # larger than a tile, gives the same numbers as the default tiles: blocks set the output
+    # chunks, tiles of `tile` units the prediction windows
+    ds, _ = field(nlat=24, nlon=48, times=2, keep=0.25, lat0=60.0)
+    eager = ds.np.infill("t2m", tile=4.0)
+    lazy_input = ds.chunk({"time": 1, "latitude": -1, "longitude": -1}).np.infill("t2m", tile=4.0)
+    assert lazy_input.t2m_mean.data.numblocks == (2, 1, 1)
+    big_chunks = ds.np.infill("t2m", chunks={"time": 2, "latitude": 24, "longitude": 48}, tile=4.0)
+    for out in (lazy_input, big_chunks):
+        np.testing.assert_allclose(out.t2m_mean.compute(), eager.t2m_mean, atol=2e-4)
+        np.testing.assert_allclose(out.t2m_std.compute(), eager.t2m_std, atol=2e-4)
+    assert not np.allclose(ds.np.infill("t2m", tile=1000.0).t2m_mean, eager.t2m_mean, atol=1e-3)
+
+
 def test_tiles_with_a_wide_halo_equal_one_window():
     ds, _ = field(nlat=16, nlon=20, times=2, keep=0.3)
     one = ds.np.infill("t2m", tile=1000.0, halo=0.0)
