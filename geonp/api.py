@@ -18,7 +18,7 @@ import xarray as xr
 
 from . import geo, timeaxis
 from . import reference as references
-from .chunked import build_problem, lazy_forecast, lazy_infill, observed_stats
+from .chunked import build_problem, chunk_sizes, lazy_forecast, lazy_infill, observed_stats
 from .errors import (
     ConfigError,
     ModelMismatchError,
@@ -92,45 +92,6 @@ def _prepare(obj, var, *, crs, covariates) -> tuple[xr.Dataset, geo.Layout, tupl
     return ds, layout, explicit
 
 
-def _chunks(chunks, layout: geo.Layout, data_chunks: tuple | None) -> dict:
-    """Normalise ``chunks=`` to {"__time__": frames, <space dim>: size, "init_time": n}."""
-    out: dict[str, int] = {}
-    if data_chunks is not None:  # the input's own dask chunks along time and space
-        dims = [*layout.extra_dims, layout.time or "__time__", *layout.space_dims]
-        for d, c in zip(dims, data_chunks):
-            if d not in layout.extra_dims:
-                out["__time__" if d == layout.time else d] = int(max(c))
-    if chunks is None:
-        return out
-    if isinstance(chunks, (int, np.integer)):
-        out["__time__"] = out["init_time"] = int(chunks)
-        return out
-    if not isinstance(chunks, Mapping):
-        raise ConfigError(f"chunks={chunks!r}; expected an int (frames per chunk) or a dict such as "
-                          "{'time': 24, 'latitude': 64, 'longitude': 64}.")
-    known = {layout.time, *layout.space_dims, "init_time", *layout.extra_dims} - {None}
-    for k, v in chunks.items():
-        if k not in known:
-            raise ConfigError(f"chunks has dim {k!r}; expected some of {sorted(known)}.")
-        if v is None or v == -1:
-            continue
-        if int(v) < 1:
-            raise ConfigError(f"chunks[{k!r}]={v!r}; expected a positive size.")
-        out["__time__" if k == layout.time else k] = int(v)
-    return out
-
-
-def _input_chunks(ds: xr.Dataset, layout: geo.Layout):
-    v = ds[layout.var]
-    if v.chunks is None:
-        return None
-    order = [*layout.extra_dims, *( [layout.time] if layout.time else []), *layout.space_dims]
-    c = v.transpose(*order).chunks
-    if layout.time is None:
-        c = (*c[: len(layout.extra_dims)], (1,), *c[len(layout.extra_dims):])
-    return c
-
-
 def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None):
     """Count the observations (one streamed pass), refuse inputs with nothing to do, build the problem once."""
     n_obs, n_all, spread = observed_stats(ds, layout)
@@ -176,7 +137,7 @@ def infill(
     m = with_settings(resolve_model(base), half_window=time_window, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
     lazy = ds[layout.var].chunks is not None or chunks is not None
-    chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
+    chunk_map = chunk_sizes(chunks, layout, ds)
     target = geo.describe_targets(targets, crs) if targets is not None else None
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
@@ -295,7 +256,7 @@ def forecast(
                                                raw=ds.isel(past) if kind == "diurnal" else None, **windows),
                           **windows)
     lazy = ds[layout.var].chunks is not None or chunks is not None
-    chunk_map = _chunks(chunks, layout, _input_chunks(ds, layout))
+    chunk_map = chunk_sizes(chunks, layout, ds)
     problem = _plan(work, layout, m, "forecast")
     from .inference import ModelPayload, resolve_device
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import dask
@@ -21,13 +22,14 @@ import numpy as np
 import xarray as xr
 
 from . import frames, geo, timeaxis
+from .errors import ConfigError
 from .frames import Frame
 from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
 
-__all__ = ["Space", "Problem", "build_problem", "lazy_infill", "lazy_forecast", "observed_stats"]
+__all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast", "observed_stats"]
 
 DEFAULT_FRAMES = 24
 
@@ -246,6 +248,54 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)
     return _assemble(means), _assemble(stds)
+
+
+def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset) -> dict:
+    """Normalise ``chunks=`` to {"__time__": frames, <space dim>: size, "init_time": n}.
+
+    Dims that ``chunks=`` leaves unset take the input's own dask chunks, if any.
+
+    Raises
+    ------
+    ConfigError
+        ``chunks`` is neither an int nor a mapping, names a dim the data lack, or a size below 1.
+    """
+    data_chunks = _input_chunks(ds, layout)
+    out: dict[str, int] = {}
+    if data_chunks is not None:  # the input's own dask chunks along time and space
+        dims = [*layout.extra_dims, layout.time or "__time__", *layout.space_dims]
+        for d, c in zip(dims, data_chunks):
+            if d not in layout.extra_dims:
+                out["__time__" if d == layout.time else d] = int(max(c))
+    if chunks is None:
+        return out
+    if isinstance(chunks, (int, np.integer)):
+        out["__time__"] = out["init_time"] = int(chunks)
+        return out
+    if not isinstance(chunks, Mapping):
+        raise ConfigError(f"chunks={chunks!r}; expected an int (frames per chunk) or a dict such as "
+                          "{'time': 24, 'latitude': 64, 'longitude': 64}.")
+    known = {layout.time, *layout.space_dims, "init_time", *layout.extra_dims} - {None}
+    for k, v in chunks.items():
+        if k not in known:
+            raise ConfigError(f"chunks has dim {k!r}; expected some of {sorted(known)}.")
+        if v is None or v == -1:
+            continue
+        if int(v) < 1:
+            raise ConfigError(f"chunks[{k!r}]={v!r}; expected a positive size.")
+        out["__time__" if k == layout.time else k] = int(v)
+    return out
+
+
+def _input_chunks(ds: xr.Dataset, layout: Layout):
+    v = ds[layout.var]
+    if v.chunks is None:
+        return None
+    order = [*layout.extra_dims, *( [layout.time] if layout.time else []), *layout.space_dims]
+    c = v.transpose(*order).chunks
+    if layout.time is None:
+        c = (*c[: len(layout.extra_dims)], (1,), *c[len(layout.extra_dims):])
+    return c
 
 
 def observed_stats(ds: xr.Dataset, layout: Layout) -> tuple[int, int, float]:
