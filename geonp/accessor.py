@@ -42,10 +42,11 @@ class GeonpAccessor:
             Space halo of each tile's context window, in model units (typical context
             spacings; default 3).
         tile : float, optional
-            Edge of the output tiles of a grid, in model units (default 8), where ``chunks``
-            gives no size for a space dim. Each tile is predicted from its own context window
+            Edge of the tiles a grid is predicted in, in model units (default 8; stations are
+            grouped in squares of that size). Each tile is predicted from its own context window
             (the tile plus the halo): windows the size of the pretraining tasks give better
-            predictions than one window over a large grid.
+            predictions than one window over a large grid. Also the default output chunk of a
+            space dim that ``chunks`` leaves unset.
         time_window : int, optional
             Frames each side of a target frame used as context.
         calibrate : bool, default False

@@ -90,7 +90,7 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
                         "(time=24,latitude=64,longitude=64)")
     p.add_argument("--halo", type=float, help="space halo of each tile's context, in model units (typical spacings; 3)")
     p.add_argument("--tile", type=float,
-                   help="edge of the output tiles of a grid when --chunks gives none, in model units (8)")
+                   help="edge of the tiles a grid is predicted in, each from its own window, in model units (8)")
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate the shipped weights on the input first (held-out observed points; for forecasts "
                         "the history before the first initial time), forward passes only")
