@@ -21,15 +21,12 @@ import pyproj  # noqa: F401  isort: skip  (before anything can load eccodes; see
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
 import uuid
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -40,21 +37,15 @@ from tqdm.auto import tqdm
 
 from ..errors import OutputExistsError
 from ..progress import bar_options
+from .zarr_prepare import attr_value, prepare
 
 __all__ = ["to_zarr"]
 
 ZARR_FORMAT = 2  # see the module docstring
 # zarr-python 2 (and the xarray versions that go with it) know only format 2 and take no zarr_format argument
 _FORMAT_KWARGS = {"zarr_format": ZARR_FORMAT} if int(zarr.__version__.split(".")[0]) >= 3 else {}
-CONVENTIONS = "CF-1.8"
 PROGRESS_ATTR = "_geonp_write_progress"  # in the partial store's .zattrs
 PARTIAL_SUFFIX = ".partial"
-TARGET_CHUNK_BYTES = 16 * 2**20  # chunks for in-memory variables: about 16 MiB, whole along all but the first dim
-
-# encoding keys worth keeping from a source file; everything else (chunks, preferred_chunks, compressors,
-# filters, NetCDF zlib/contiguous/chunksizes, GRIB/rasterio source keys, ...) would clash with Zarr or is stale
-_KEEP_ENCODING = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar",
-                  "grid_mapping", "_Unsigned")
 
 
 @dataclass
@@ -116,7 +107,7 @@ def to_zarr(
         )
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
-    prepared, region_dim = _prepare(ds, attrs, history or f"wrote {path.name}")
+    prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")
     plan = _plan(prepared, region_dim)
     partial = path.with_name(path.name + PARTIAL_SUFFIX)
     fingerprint = _fingerprint(prepared, plan, _in_memory_digest(ds))
@@ -127,152 +118,6 @@ def to_zarr(
     _write_steps(prepared, plan, partial, fingerprint, done, progress)
     _finish(prepared, partial, path)
     return path
-
-
-# ------------------------------------------------------------------------------------------ prepare
-
-
-def _geonp_version() -> str:
-    """Return the installed geonp version, or a placeholder when running from a source tree."""
-    try:
-        return version("geonp")
-    except PackageNotFoundError:
-        return "0.0.0+unknown"
-
-
-def _attr_value(value: Any) -> Any:
-    """Make an attribute value JSON-serialisable (numbers, strings, lists); anything else becomes its string."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_attr_value(v) for v in value]
-    return str(value)
-
-
-def _global_attrs(existing: Mapping[str, Any], attrs: Mapping[str, Any] | None, history: str) -> dict:
-    """Global attributes with ``Conventions``, the caller's provenance and a new ``history`` line."""
-    out = {str(k): _attr_value(v) for k, v in existing.items()}
-    out.setdefault("Conventions", CONVENTIONS)
-    out.update({str(k): _attr_value(v) for k, v in (attrs or {}).items()})
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    line = f"{stamp} geonp {_geonp_version()}: {history}"
-    previous = str(out.get("history", "")).rstrip("\n")
-    out["history"] = f"{previous}\n{line}" if previous else line
-    return out
-
-
-def _clean_encoding(var: xr.Variable) -> dict:
-    """Keep only the CF encoding keys that carry meaning into a new Zarr store.
-
-    Integer packing (``dtype`` int with ``scale_factor``/``add_offset``) of float data is dropped too: it was
-    chosen for the source's range, and new values (predictions, spreads) outside it would be clipped.
-    """
-    encoding = {k: v for k, v in var.encoding.items() if k in _KEEP_ENCODING}
-    packed = np.dtype(encoding.get("dtype", var.dtype)).kind in "iu"
-    if var.dtype.kind == "f" and packed:
-        for key in ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value", "_Unsigned"):
-            encoding.pop(key, None)
-    return encoding
-
-
-def _regular_size(chunks: tuple[int, ...]) -> int:
-    """Return the Zarr chunk length for dask chunks: theirs if equal but a smaller last one, else the largest."""
-    regular = all(c == chunks[0] for c in chunks[:-1]) and chunks[-1] <= chunks[0]
-    return chunks[0] if regular else max(chunks)
-
-
-def _dim_chunks(ds: xr.Dataset) -> dict[Hashable, int]:
-    """Return a chunk length per dimension, from the first dask-backed data variable that chunks it."""
-    out: dict[Hashable, int] = {}
-    for var in ds.data_vars.values():
-        if var.chunks is not None:
-            for dim, chunks in var.variable.chunksizes.items():
-                out.setdefault(dim, _regular_size(chunks))
-    return out
-
-
-def _leading_chunk(var: xr.Variable, sizes: Mapping[Hashable, int]) -> int:
-    """Chunk length along the first dimension so that a chunk, whole along the others, is about 16 MiB."""
-    other = math.prod(sizes[d] for d in var.dims[1:])
-    return max(1, min(var.shape[0], TARGET_CHUNK_BYTES // max(1, other * var.dtype.itemsize)))
-
-
-def _chunk_in_memory(ds: xr.Dataset) -> xr.Dataset:
-    """Turn numeric in-memory data variables into dask arrays, on the chunk grid of the dask variables."""
-    dim_chunks = _dim_chunks(ds)
-    for name, var in ds.data_vars.items():
-        if var.chunks is not None or var.ndim == 0 or var.dtype.kind not in "biufc":
-            continue
-        for index, dim in enumerate(var.dims):
-            if dim not in dim_chunks:
-                dim_chunks[dim] = _leading_chunk(var.variable, ds.sizes) if index == 0 else ds.sizes[dim]
-        ds[name] = var.chunk({d: dim_chunks[d] for d in var.dims})
-    return ds
-
-
-def _load_small(ds: xr.Dataset) -> xr.Dataset:
-    """Compute dask-backed coordinates and scalar data variables: they are written with the metadata."""
-    coords = {n: v.variable.compute() for n, v in ds.coords.items() if v.chunks is not None}
-    scalars = {n: v.compute() for n, v in ds.data_vars.items() if v.chunks is not None and v.ndim == 0}
-    return ds.assign_coords(coords).assign(scalars)
-
-
-def _region_dim(ds: xr.Dataset) -> tuple[Hashable | None, int]:
-    """Find the first dimension (in data-variable order) that dask chunks more than once, else the first one.
-
-    Returns the dimension and its chunk length (from the variable that chunks it), or ``(None, 0)``.
-    """
-    candidates = [pair for v in ds.data_vars.values() if v.chunks is not None for pair in v.variable.chunksizes.items()]
-    if not candidates:
-        return None, 0
-    dim, chunks = next(((d, c) for d, c in candidates if len(c) > 1), candidates[0])
-    return dim, _regular_size(chunks)
-
-
-def _align_chunks(ds: xr.Dataset, region_dim: Hashable | None, region_chunk: int) -> xr.Dataset:
-    """Make each dask variable's chunks Zarr-compatible and record them as its Zarr chunks.
-
-    Each variable keeps its own chunks where they are regular (equal but a smaller last one); along the
-    region dimension all variables share one chunk length, so that a region is one chunk of each.
-    """
-    for name, var in ds.data_vars.items():
-        if var.chunks is None:
-            continue
-        sizes = {d: region_chunk if d == region_dim else _regular_size(c) for d, c in var.variable.chunksizes.items()}
-        encoding = dict(var.encoding)
-        ds[name] = var.chunk(sizes)
-        ds[name].encoding = {**encoding, "chunks": tuple(sizes[d] for d in var.dims)}
-    return ds
-
-
-def _attach_grid_mapping(ds: xr.Dataset) -> xr.Dataset:
-    """Point data variables without a ``grid_mapping`` at a ``spatial_ref``/``crs`` coordinate holding a CRS."""
-    names = [n for n in ("spatial_ref", "crs") if n in ds.coords and ds.coords[n].ndim == 0]
-    name = next((n for n in names if set(ds.coords[n].attrs) & {"crs_wkt", "spatial_ref", "grid_mapping_name"}), None)
-    if name is None:
-        return ds
-    for var in ds.data_vars.values():
-        if "grid_mapping" not in var.attrs and "grid_mapping" not in var.encoding:
-            var.encoding["grid_mapping"] = name
-    return ds
-
-
-def _prepare(ds: xr.Dataset, attrs: Mapping[str, Any] | None, history: str) -> tuple[xr.Dataset, Hashable | None]:
-    """Return a shallow copy ready to write (clean encodings, Zarr chunks = dask chunks) and the region dim."""
-    ds = _load_small(ds.copy(deep=False))
-    for var in ds.variables.values():
-        var.encoding = _clean_encoding(var)
-        if "grid_mapping" in var.attrs:  # both places would make xarray refuse to write; the attribute wins
-            var.encoding.pop("grid_mapping", None)
-    ds = _chunk_in_memory(ds)
-    region_dim, region_chunk = _region_dim(ds)
-    ds = _align_chunks(ds, region_dim, region_chunk)
-    ds = _attach_grid_mapping(ds)
-    ds.attrs = _global_attrs(ds.attrs, attrs, history)
-    ds.encoding = {}
-    return ds, region_dim
 
 
 def _plan(ds: xr.Dataset, region_dim: Hashable | None) -> _Plan:
@@ -316,13 +161,13 @@ def _fingerprint(ds: xr.Dataset, plan: _Plan, in_memory: str) -> dict:
             "shape": list(var.shape),
             "dtype": str(var.dtype),
             "chunks": list(chunks) if chunks is not None else None,
-            "attrs": _digest(json.dumps({str(k): _attr_value(v) for k, v in var.attrs.items()}, sort_keys=True)),
+            "attrs": _digest(json.dumps({str(k): attr_value(v) for k, v in var.attrs.items()}, sort_keys=True)),
         }
     digest = hashlib.sha256()
     for name in sorted(ds.indexes, key=str):
         digest.update(str(name).encode())
         digest.update(np.ascontiguousarray(ds.indexes[name].to_numpy()).astype(str).tobytes())
-    attrs = {str(k): _attr_value(v) for k, v in ds.attrs.items() if k != "history"}
+    attrs = {str(k): attr_value(v) for k, v in ds.attrs.items() if k != "history"}
     fingerprint = {
         "zarr_format": ZARR_FORMAT,
         "region_dim": None if plan.region_dim is None else str(plan.region_dim),
