@@ -240,7 +240,8 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                     persist = None
                     if problem.norm.lead_mean_weight:
                         persist = problem.data[(*e, ini, *slices)]
-                        persist = persist if sub is None else persist[..., sub]
+                        if sub is not None:  # the group's points, by their flat positions in the block
+                            persist = persist.reshape(len(ini), -1)[:, sub]
                     parts.append(dask.delayed(forecast_block, pure=True)(payload_d, values, m, persist))
                 inner = (len(ini), len(leads), *shape)
                 blk = combine(parts, groups, inner, 2)

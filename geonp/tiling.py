@@ -68,7 +68,7 @@ def tile_cells(problem: Problem, tile: float) -> tuple[int, ...]:
 
 
 def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[tuple[tuple[slice, ...], np.ndarray]]:
-    """Output tiles: (slices per space dim, flat point indices); ``chunks`` overrides the ``default`` sizes."""
+    """Output blocks: (slices per space dim, flat point indices); ``chunks`` overrides the ``default`` sizes."""
     per_dim = []
     for d, n, size in zip(space.dims, space.shape, default):
         size = int(chunks.get(d) or size)
@@ -116,7 +116,7 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
 
 
 def prediction_groups(problem: Problem, shape: tuple[int, ...], idx: np.ndarray, cells: tuple[int, ...],
-            tile: float) -> list[np.ndarray | None]:
+                      tile: float) -> list[np.ndarray | None]:
     """Positions (row-major) in an output block of its prediction groups, about ``tile`` model units.
 
     A grid block larger than ``cells`` (set by ``chunks=`` or the input's own chunks) is split into
@@ -172,5 +172,6 @@ def combine(parts: list, groups: list, shape: tuple, lead: int):
 
 
 def block_positions(tiles) -> list[tuple[int, ...]]:
+    """Index of each block along every space dim, for assembling the blocks."""
     starts = [sorted({s[k].start for s, _ in tiles}) for k in range(len(tiles[0][0]))]
     return [tuple(starts[k].index(s[k].start) for k in range(len(s))) for s, _ in tiles]

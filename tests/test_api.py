@@ -209,6 +209,19 @@ def test_large_output_blocks_are_predicted_in_tiles():
     assert not np.allclose(ds.np.infill("t2m", tile=1000.0).t2m_mean, eager.t2m_mean, atol=1e-3)
 
 
+def test_calibrated_forecast_in_a_large_block_equals_the_default_tiles():
+    # a calibrated model blends with persistence at the targets' own points: inside a block larger
+    # than a tile each group must get its own points' initial values
+    ds, _ = field(nlat=24, nlon=48, times=30, keep=1.0, lat0=60.0)
+    model = ds.np.fit("t2m", task="forecast", steps=0, progress=False, covariates=[], reference="none")
+    assert any(w != 0 for w in model.normaliser.lead_mean_weight)
+    eager = ds.np.forecast("t2m", hours=2, model=model, tile=4.0)
+    one_block = ds.chunk({"time": -1, "latitude": -1, "longitude": -1}).np.forecast("t2m", hours=2, model=model,
+                                                                                  tile=4.0)
+    np.testing.assert_allclose(one_block.t2m_mean.compute(), eager.t2m_mean, atol=2e-4)
+    np.testing.assert_allclose(one_block.t2m_std.compute(), eager.t2m_std, atol=2e-4)
+
+
 def test_tiles_with_a_wide_halo_equal_one_window():
     ds, _ = field(nlat=16, nlon=20, times=2, keep=0.3)
     one = ds.np.infill("t2m", tile=1000.0, halo=0.0)
