@@ -37,7 +37,7 @@ DEFAULT_SETTINGS = {
     "half_window": 3,  # infill: frames each side of the target frame used as context
     "context_frames": 4,  # forecast: frames up to the initial time used as context
     "halo": 3.0,  # space halo around each output tile, in model space units
-    "tile": 8.0,  # edge of the default output tiles of a grid, in model space units
+    "tile": 8.0,  # edge of the tiles a grid is predicted in (stations: groups), in model space units
     "reference": "auto",  # forecast: what the network forecasts a departure from (geonp.reference)
 }
 
