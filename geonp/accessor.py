@@ -77,8 +77,12 @@ class GeonpAccessor:
         (``"diurnal"``: the network forecasts the change since the same hour a day earlier, which
         is added back; ``"none"``: the variable itself; default: the model's, ``"auto"`` for
         shipped models, which picks diurnal for sub-daily data with a day of history), and
-        ``calibrate`` (``True``: first calibrate the shipped weights' mean blend, trend term and
-        std per lead on the history up to the first initial time, forward passes only). Returns
+        ``calibrate``: calibrate the shipped weights' mean blend with persistence, trend term and
+        std per lead on the history up to the first initial time (forward passes only, about
+        10–30 CPU-s). ``"auto"`` (default) does so for shipped weights when that history holds at
+        least 24 initial times with every lead (:func:`geonp.fitting.calibration_inits`);
+        ``True`` always, ``False`` never (the raw network). The output's ``geonp_calibrated``
+        attribute says which. Returns
         ``{var}_mean`` and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a
         ``valid_time`` coordinate.
         """

@@ -129,6 +129,7 @@ def infill(
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     from .fitting import calibrate_shipped
 
+    _check_calibrate(calibrate, auto=False)
     check_settings(halo=halo, tile=tile, half_window=time_window)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
@@ -216,9 +217,10 @@ def forecast(
     context_frames: int | None = None,
     reference: str | None = None,
     batch_size: int = 8,
-    calibrate: bool = False,
+    calibrate: bool | str = "auto",
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
+    _check_calibrate(calibrate, auto=True)
     check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
@@ -248,10 +250,16 @@ def forecast(
     kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
     work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds
+    history = int(inits.min()) + 1
+    if calibrate == "auto":  # shipped weights with enough history before the first initial time
+        from .fitting import AUTO_CALIBRATION_INITS, calibration_inits, shipped_name
+
+        calibrate = shipped_name(model) is not None and calibration_inits(
+            history, int(m.settings["context_frames"]), lag) >= AUTO_CALIBRATION_INITS
     if calibrate:  # on the history up to the first initial time: nothing after it is seen
         from .fitting import calibrate_shipped
 
-        past = {layout.time: slice(0, int(inits.min()) + 1)}
+        past = {layout.time: slice(0, history)}
         m = with_settings(calibrate_shipped(model, work.isel(past), layout, "forecast", kind=kind,
                                                raw=ds.isel(past) if kind == "diurnal" else None, **windows),
                           **windows)
@@ -286,7 +294,15 @@ def forecast(
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
     out = finish(out, layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
+    out.attrs["geonp_calibrated"] = (f"on the {history} frames up to the first initial time" if calibrate
+                                     else "no" if "calibration" not in m.metadata else "when fitted")
     return out
+
+
+def _check_calibrate(value, *, auto: bool) -> None:
+    if not (isinstance(value, (bool, np.bool_)) or (auto and isinstance(value, str) and value == "auto")):
+        allowed = (True, False, "auto") if auto else (True, False)
+        raise ConfigError(f"calibrate={value!r}; expected " + (" or ".join(repr(a) for a in allowed)) + ".")
 
 
 def _reference_of(model: Model, reference: str | None) -> str:

@@ -91,9 +91,10 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--halo", type=float, help="space halo of each tile's context, in model units (typical spacings; 3)")
     p.add_argument("--tile", type=float,
                    help="edge of the tiles a grid is predicted in, each from its own window, in model units (8)")
-    p.add_argument("--calibrate", action="store_true",
-                   help="calibrate the shipped weights on the input first (held-out observed points; for forecasts "
-                        "the history before the first initial time), forward passes only")
+    p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=None,
+                   help="calibrate the shipped weights on the input first, forward passes only (infill: on held-out "
+                        "observed points, off by default; forecast: on the history before the first initial time, "
+                        "on by default when it holds enough initial times)")
     p.add_argument("--batch-size", type=int, default=8, metavar="N",
                    help="tasks per forward pass (default 8; lower it to save memory)")
 
@@ -226,7 +227,8 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
-                            time_window=args.time_window, batch_size=args.batch_size, calibrate=args.calibrate)
+                            time_window=args.time_window, batch_size=args.batch_size,
+                            calibrate=bool(args.calibrate))
     _write(result, out, args, history, start)
 
 
@@ -241,7 +243,8 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
         result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
                               halo=args.halo, tile=args.tile, context_frames=args.context_frames,
-                              reference=args.reference, batch_size=args.batch_size, calibrate=args.calibrate)
+                              reference=args.reference, batch_size=args.batch_size,
+                              calibrate="auto" if args.calibrate is None else args.calibrate)
     _write(result, out, args, history, start)
 
 

@@ -29,10 +29,17 @@ from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
-__all__ = ["fit_model", "calibrate_shipped", "init_from", "TaskSource", "MAX_VALUES"]
+__all__ = ["fit_model", "calibrate_shipped", "calibration_inits", "init_from", "shipped_name", "TaskSource",
+           "AUTO_CALIBRATION_INITS", "MAX_LEAD", "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
+
+#: initial times the history must hold before a forecast calibrates the shipped weights by default
+AUTO_CALIBRATION_INITS = 24
+
+#: longest lead (frames) that forecast training and calibration draw; longer leads reuse its calibration
+MAX_LEAD = 6
 
 
 class TaskSource:
@@ -154,7 +161,7 @@ def fit_model(
     if (reference := train_options.pop("reference", None)) is not None:
         settings["reference"] = reference
     sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],
-                          max_lead=6)
+                          max_lead=MAX_LEAD)
     sampler = TaskSampler(values, window, norm, config=sconf)
 
     overrides = dict(OVERRIDES.get(name, {}))
@@ -201,6 +208,24 @@ def fit_model(
                  settings=settings, source=source, metadata=record)
 
 
+def shipped_name(model) -> str | None:
+    """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
+    if not isinstance(model, str):
+        return None
+    name = model.lower().replace("_", "-")
+    return name if name in PRETRAINED else None
+
+
+def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) -> int:
+    """Initial times in ``history_frames`` frames with every calibrated lead (up to :data:`MAX_LEAD`) inside them.
+
+    Each needs ``context_frames`` frames up to it, plus ``lag`` frames before those when the
+    forecast is of departures from the same hour a day earlier (``reference="diurnal"``).
+    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`.
+    """
+    return max(0, int(history_frames) - int(lag) - int(context_frames) - MAX_LEAD + 1)
+
+
 def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
                       raw: xr.Dataset | None = None, time_window: int | None = None,
                       context_frames: int | None = None, halo: float | None = None,
@@ -219,8 +244,8 @@ def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, k
     NoDataError
         Nothing to calibrate on.
     """
-    name = str(model).lower().replace("_", "-") if isinstance(model, str) else None
-    if name not in PRETRAINED:
+    name = shipped_name(model)
+    if name is None:
         raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
                           f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
                           "steps=0 on these data.")

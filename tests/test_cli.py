@@ -268,6 +268,25 @@ def test_cli_predict__passes_batch_size_and_windows_on(nc, tmp_path, monkeypatch
     assert not (tmp_path / "o.zarr").exists()
 
 
+@pytest.mark.parametrize("command, extra", [("infill", []), ("forecast", ["--hours", "1"])])
+@pytest.mark.parametrize("flag, infill, forecast", [([], False, "auto"), (["--calibrate"], True, True),
+                                                    (["--no-calibrate"], False, False)])
+def test_cli_predict__calibrate_flags(nc, tmp_path, monkeypatch, command, extra, flag, infill, forecast):
+    """Forecasts calibrate shipped weights by default ("auto"), infill does not; --calibrate/--no-calibrate force it."""
+    import geonp.api
+
+    seen = {}
+
+    def fake(ds, var, **kwargs):
+        seen.update(kwargs)
+        raise geonp.errors.ConfigError("stop here")
+
+    monkeypatch.setattr(geonp.api, command, fake)
+    assert main([command, str(nc), "--out", str(tmp_path / "o.zarr"), *extra, *flag]) == 2
+    want = infill if command == "infill" else forecast
+    assert seen["calibrate"] == want and type(seen["calibrate"]) is type(want)
+
+
 @pytest.mark.slow
 def test_cli_fit__then_infill_with_the_saved_model(nc, tmp_path, capsys):
     """`geonp fit --steps 3` saves a model that `geonp infill --model PATH` uses (~10 s on 2 cores)."""

@@ -12,6 +12,7 @@ import xarray as xr
 import geonp  # noqa: F401  registers ds.np
 from geonp import reference
 from geonp.calibration import mean_weights
+from geonp.fitting import AUTO_CALIBRATION_INITS, calibration_inits
 from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
 from geonp.model import resolve_model
 
@@ -57,10 +58,10 @@ def test_resolve_picks_diurnal_only_where_it_can_work():
 
 
 def test_diurnal_forecast_is_the_departure_forecast_plus_yesterday(data):
-    fc = data.np.forecast("t2m", hours=3, model="te-pt-tnp", context_frames=2)
+    fc = data.np.forecast("t2m", hours=3, model="te-pt-tnp", context_frames=2, calibrate=False)
     assert fc.attrs["geonp_reference"] == "diurnal"
     depart = reference.departure(data, "t2m", "time", 24)
-    raw = depart.np.forecast("t2m", hours=3, model="te-pt-tnp", context_frames=2, reference="none")
+    raw = depart.np.forecast("t2m", hours=3, model="te-pt-tnp", context_frames=2, reference="none", calibrate=False)
     assert raw.attrs["geonp_reference"] == "none"
     yesterday = data.t2m.isel(time=[len(data.time) - 24 + k for k in (0, 1, 2)]).values
     np.testing.assert_allclose(fc.t2m_mean.values[0], raw.t2m_mean.values[0] + yesterday, rtol=1e-6)
@@ -267,7 +268,26 @@ def test_forecast_calibrate_uses_only_the_history_before_the_first_init():
     later["t2m"][dict(time=slice(61, None))] = 0.0
     again = later.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=True)
     np.testing.assert_allclose(again.t2m_mean.values[..., :], calibrated.t2m_mean.values, rtol=1e-6)
-    assert not np.allclose(calibrated.t2m_mean.values,
-                           d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init).t2m_mean.values)
+    raw = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=False)
+    assert not np.allclose(calibrated.t2m_mean.values, raw.t2m_mean.values)
     with pytest.raises(ConfigError, match="calibrated already"):
         d.np.forecast("t2m", hours=2, model=fitted, init_time=init, calibrate=True)
+    # the default, "auto", calibrates shipped weights when the history is long enough ...
+    assert calibration_inits(61, 4, lag=24) == 28 >= AUTO_CALIBRATION_INITS
+    auto = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init)
+    np.testing.assert_allclose(auto.t2m_mean.values, calibrated.t2m_mean.values, rtol=1e-6)
+    assert auto.attrs["geonp_calibrated"] == "on the 61 frames up to the first initial time"
+    assert raw.attrs["geonp_calibrated"] == "no"
+    # ... never a fitted model (it was calibrated when fitted) ...
+    assert d.np.forecast("t2m", hours=2, model=fitted, init_time=init).attrs["geonp_calibrated"] == "when fitted"
+    # ... and not on a short history: 56 frames leave 23 initial times with a day's lag, 4 frames and 6 leads
+    short = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[55])
+    assert calibration_inits(56, 4, lag=24) == 23
+    assert short.attrs["geonp_calibrated"] == "no"
+    np.testing.assert_allclose(short.t2m_mean.values, d.np.forecast(
+        "t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[55], calibrate=False).t2m_mean.values)
+    for bad in ("yes", None, 1.0):
+        with pytest.raises(ConfigError, match=r"calibrate=.*; expected True or False or 'auto'"):
+            d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=bad)
+    with pytest.raises(ConfigError, match=r"calibrate='auto'; expected True or False\."):
+        d.np.infill("t2m", model="te-pt-tnp", calibrate="auto")
