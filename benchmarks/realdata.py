@@ -75,19 +75,21 @@ def era5_infill(args) -> dict:
     for kind in args.kinds:
         full = _masked_era5(kind)
         fit_data = full.sel(time=slice(None, rt.ERA5_FIT_END))
-        models = {f"{m} (zero-shot)": m for m in args.zero_shot}
+        # (model, calibrate) per row: the network alone, and calibrated on held-out observed points of the input
+        models = {f"{m} (zero-shot)": (m, False) for m in args.zero_shot}
+        models.update({f"{m} (calibrated on the input)": (m, True) for m in args.zero_shot})
         for m in args.zero_shot:  # steps=0: the shipped weights, std calibrated on held-out points of 03-01..21
             model, info = _fit(fit_data, "t2m", "infill", 0, steps=0, model=m, time_window=args.time_window)
-            models[f"{m} (calibrated)"] = model
+            models[f"{m} (calibrated)"] = (model, False)
             out["fits"][f"{kind}/{m} (calibrated)"] = {**info, **model.metadata["calibration"]}
         if args.fit_cpu > 0:  # trained on the fit period masked the same way (its own gap pattern)
             trained, info = _fit(fit_data, "t2m", "infill", args.fit_cpu, time_window=args.time_window)
             out["fits"][f"{kind}/bsa-tnp (trained + calibrated)"] = {**info, **trained.metadata["calibration"]}
-            models[f"bsa-tnp (trained on {kind} masks + calibrated)"] = trained
+            models[f"bsa-tnp (trained on {kind} masks + calibrated)"] = (trained, False)
         masked = full.isel(time=slice(lo, int(ev[-1]) + args.time_window + 1))
-        for label, model in models.items():
+        for label, (model, calibrate) in models.items():
             start = _clock()
-            pred = masked.np.infill("t2m", model=model, time_window=args.time_window)
+            pred = masked.np.infill("t2m", model=model, time_window=args.time_window, calibrate=calibrate)
             rows = []
             for i in ev:
                 _, scored = rt.era5_infill_mask(int(i), kind=kind)

@@ -30,7 +30,7 @@ from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
 __all__ = ["fit_model", "calibrate_shipped", "calibration_inits", "init_from", "shipped_name", "TaskSource",
-           "AUTO_CALIBRATION_INITS", "MAX_LEAD", "MAX_VALUES"]
+           "calibration_sample", "AUTO_CALIBRATION_INITS", "CALIBRATION_VALUES", "MAX_LEAD", "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
@@ -40,6 +40,9 @@ AUTO_CALIBRATION_INITS = 24
 
 #: longest lead (frames) that forecast training and calibration draw; longer leads reuse its calibration
 MAX_LEAD = 6
+
+#: values of the variable a calibration of shipped weights reads (its 64 tasks need far fewer)
+CALIBRATION_VALUES = 4_000_000
 
 
 class TaskSource:
@@ -226,6 +229,43 @@ def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) ->
     return max(0, int(history_frames) - int(lag) - int(context_frames) - MAX_LEAD + 1)
 
 
+def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_values: int | None = None) -> dict:
+    """Indexers (for ``isel``) of the part of ``ds`` a calibration reads.
+
+    The last ``max(min_frames, max_values / values per frame)`` frames (forecasts calibrate on
+    the most recent history) and, where ``min_frames`` frames of the whole domain exceed
+    ``max_values``, only the central part of the domain: a square of grid cells, or the stations
+    nearest the centre (at least 1,024 points). Calibration tasks are windows the size of
+    prediction tiles, so such a crop measures the same errors, and nothing else is read.
+    ``max_values`` defaults to :data:`CALIBRATION_VALUES`.
+    """
+    max_values = CALIBRATION_VALUES if max_values is None else int(max_values)
+    da = ds[layout.var]
+    extra = int(np.prod([da.sizes[d] for d in layout.extra_dims])) if layout.extra_dims else 1
+    points = int(np.prod([da.sizes[d] for d in layout.space_dims]))
+    index, frames = {}, 1
+    if layout.time is not None:
+        T = da.sizes[layout.time]
+        frames = min(T, max(int(min_frames), max_values // max(1, extra * points)))
+        index[layout.time] = slice(T - frames, T)
+    cells = max(1024, max_values // max(1, extra * frames))
+    if points <= cells:
+        return index
+    if len(layout.space_dims) == 2:
+        side = int(np.sqrt(cells))
+        for d in layout.space_dims:
+            start = max(0, (da.sizes[d] - side) // 2)
+            index[d] = slice(start, start + side)
+        return index
+    x = np.asarray(ds[layout.x].values, dtype=np.float64)
+    y = np.asarray(ds[layout.y].values, dtype=np.float64)
+    if layout.geographic:  # degrees of longitude shrink with latitude; wrap across the dateline
+        x = ((x - np.nanmedian(x) + 180.0) % 360.0 - 180.0) * np.cos(np.deg2rad(np.nanmedian(y)))
+    d2 = (x - np.nanmedian(x)) ** 2 + (y - np.nanmedian(y)) ** 2
+    index[layout.space_dims[0]] = np.sort(np.argsort(np.nan_to_num(d2, nan=np.inf), kind="stable")[:cells])
+    return index
+
+
 def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
                       raw: xr.Dataset | None = None, time_window: int | None = None,
                       context_frames: int | None = None, halo: float | None = None,
@@ -249,6 +289,11 @@ def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, k
         raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
                           f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
                           "steps=0 on these data.")
+    settings = {**DEFAULT_SETTINGS, **check_settings(half_window=time_window, context_frames=context_frames)}
+    need = (settings["context_frames"] + MAX_LEAD + AUTO_CALIBRATION_INITS - 1 if task == "forecast"
+            else 16 * (2 * settings["half_window"] + 1))
+    index = calibration_sample(ds, layout, need)
+    ds, raw = ds.isel(index), (None if raw is None else raw.isel(index))
     try:
         return fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
                          progress=False, raw_ds=raw, reference=kind, half_window=time_window,

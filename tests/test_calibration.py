@@ -1,7 +1,9 @@
 """Calibration helpers (gap-matched weights, per-gap-size std factors) and the per-task elevation trend."""
 
 import numpy as np
+import pandas as pd
 import pytest
+import xarray as xr
 
 from geonp.calibration import coverage_factor, gap_distances, gap_scales, match_weights, std_fit, window_context
 from geonp.data import Task, gap_to_context, nearest_distance
@@ -215,3 +217,53 @@ def test_window_context_matches_the_prediction_window():
     assert window_context({"tile": 8.0, "halo": 3.0}, frames=7, keep=0.5) == round(np.pi * r * r * 3.5)
     assert window_context({"tile": 1000.0, "halo": 3.0}, frames=7) == 4096  # capped
     assert window_context({"tile": 0.1, "halo": 0.0}, frames=1) == 32  # never below a usable task
+
+
+# ------------------------------------------------------------------------ what a calibration reads
+
+
+def _layout(ds, var):
+    from geonp import geo
+
+    return geo.describe(ds, var)[1]
+
+
+def test_calibration_sample__small_data_are_read_whole_and_long_histories_from_the_end():
+    from geonp.fitting import calibration_sample
+
+    t = pd.date_range("2020-01-01", periods=100, freq="h")
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), np.zeros((100, 4, 5)))},
+                    coords={"time": t, "lat": [50.0, 50.5, 51.0, 51.5], "lon": [0.0, 0.5, 1.0, 1.5, 2.0]})
+    layout = _layout(ds, "v")
+    assert calibration_sample(ds, layout, 10) == {"time": slice(0, 100)}
+    # 20 values per frame, a budget of 400: the last 20 frames (more than the 10 needed)
+    assert calibration_sample(ds, layout, 10, max_values=400) == {"time": slice(80, 100)}
+    assert calibration_sample(ds, layout, 30, max_values=400) == {"time": slice(70, 100)}
+
+
+def test_calibration_sample__large_grids_are_cropped_to_their_centre():
+    from geonp.fitting import calibration_sample
+
+    t = pd.date_range("2020-01-01", periods=50, freq="h")
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), np.zeros((50, 100, 120), dtype=np.float32))},
+                    coords={"time": t, "lat": np.linspace(60, 35.25, 100), "lon": np.linspace(-10, 19.75, 120)})
+    index = calibration_sample(ds, _layout(ds, "v"), 40, max_values=40 * 1600)
+    assert index == {"time": slice(10, 50), "lat": slice(30, 70), "lon": slice(40, 80)}  # 40 x 40 cells
+    assert ds.isel(index).v.size == 40 * 1600
+
+
+def test_calibration_sample__stations_keep_the_nearest_to_the_centre():
+    from geonp.fitting import calibration_sample
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    lon, lat = rng.uniform(-110, -100, n), rng.uniform(35, 42, n)
+    ds = xr.Dataset({"tmax": (("time", "station"), np.zeros((12, n)))},
+                    coords={"time": pd.date_range("2000-01-01", periods=12, freq="MS"),
+                            "lon": ("station", lon), "lat": ("station", lat)})
+    index = calibration_sample(ds, _layout(ds, "tmax"), 12, max_values=12 * 1024)
+    kept = index["station"]
+    assert index["time"] == slice(0, 12) and len(kept) == 1024 and np.all(np.diff(kept) > 0)
+    x = (lon - np.median(lon)) * np.cos(np.deg2rad(np.median(lat)))
+    d = np.hypot(x, lat - np.median(lat))
+    assert d[kept].max() <= np.sort(d)[1023] + 1e-9  # the 1,024 nearest, in the input's order

@@ -291,3 +291,19 @@ def test_forecast_calibrate_uses_only_the_history_before_the_first_init():
             d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=bad)
     with pytest.raises(ConfigError, match=r"calibrate='auto'; expected True or False\."):
         d.np.infill("t2m", model="te-pt-tnp", calibrate="auto")
+
+
+def test_forecast_calibration_reads_only_the_latest_history(monkeypatch):
+    """With a budget of 33 frames the calibration reads frames 28..60 of the history: frames 0..3 (which only
+    enter departures before frame 28) change nothing, while the whole history would see them."""
+    import geonp.fitting
+
+    d = hourly(times=72)
+    init = d.time.values[60]
+    changed = d.copy(deep=True)
+    changed["t2m"][dict(time=slice(0, 4))] += 5.0
+    whole = [x.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init).t2m_mean.values for x in (d, changed)]
+    assert not np.allclose(*whole)
+    monkeypatch.setattr(geonp.fitting, "CALIBRATION_VALUES", 33 * d.t2m[0].size)
+    latest = [x.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init).t2m_mean.values for x in (d, changed)]
+    np.testing.assert_allclose(*latest, rtol=1e-6)
