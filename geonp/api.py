@@ -124,18 +124,19 @@ def infill(
     tile: float | None = None,
     time_window: int | None = None,
     batch_size: int = 8,
-    calibrate: bool = False,
+    calibrate: bool | str = False,
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     from .fitting import calibrate_shipped
 
-    _check_calibrate(calibrate, auto=False)
+    _check_calibrate(calibrate)
     check_settings(halo=halo, tile=tile, half_window=time_window)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     windows = {"halo": halo, "tile": tile}
-    base = calibrate_shipped(model, ds, layout, "infill", time_window=time_window, **windows) if calibrate else model
-    m = with_settings(resolve_model(base), half_window=time_window, **windows)
+    calibrated = calibrate_shipped(model, ds, layout, "infill", time_window=time_window, auto=calibrate == "auto",
+                                   **windows) if calibrate else None
+    m = with_settings(resolve_model(model if calibrated is None else calibrated), half_window=time_window, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds)
@@ -167,7 +168,10 @@ def infill(
         filled = observed.where(observed.notnull(), out[f"{layout.var}_mean"].astype(src.dtype))
         out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(variable_attrs(src, "filled", layout.var))
         out = out.transpose(*src.dims)
-    return finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
+    out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
+    out.attrs["geonp_calibrated"] = _calibration_note(m, calibrated is not None,
+                                                      "on held-out observed values of the input")
+    return out
 
 
 def _init_indices(times: np.ndarray, init_time) -> np.ndarray:
@@ -220,7 +224,7 @@ def forecast(
     calibrate: bool | str = "auto",
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
-    _check_calibrate(calibrate, auto=True)
+    _check_calibrate(calibrate)
     check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
@@ -294,15 +298,19 @@ def forecast(
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
     out = finish(out, layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
-    out.attrs["geonp_calibrated"] = (f"on the {history} frames up to the first initial time" if calibrate
-                                     else "no" if "calibration" not in m.metadata else "when fitted")
+    out.attrs["geonp_calibrated"] = _calibration_note(m, bool(calibrate), f"on the {history} frames up to the first "
+                                                                         "initial time")
     return out
 
 
-def _check_calibrate(value, *, auto: bool) -> None:
-    if not (isinstance(value, (bool, np.bool_)) or (auto and isinstance(value, str) and value == "auto")):
-        allowed = (True, False, "auto") if auto else (True, False)
-        raise ConfigError(f"calibrate={value!r}; expected " + (" or ".join(repr(a) for a in allowed)) + ".")
+def _check_calibrate(value) -> None:
+    if not (isinstance(value, (bool, np.bool_)) or (isinstance(value, str) and value == "auto")):
+        raise ConfigError(f"calibrate={value!r}; expected True, False or 'auto'.")
+
+
+def _calibration_note(model: Model, calibrated: bool, how: str) -> str:
+    """The ``geonp_calibrated`` attribute: how the weights that predicted were calibrated."""
+    return how if calibrated else "when fitted" if "calibration" in model.metadata else "no"
 
 
 def _reference_of(model: Model, reference: str | None) -> str:

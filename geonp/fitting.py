@@ -29,8 +29,9 @@ from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
-__all__ = ["fit_model", "calibrate_shipped", "calibration_inits", "init_from", "shipped_name", "TaskSource",
-           "calibration_sample", "AUTO_CALIBRATION_INITS", "CALIBRATION_VALUES", "MAX_LEAD", "MAX_VALUES"]
+__all__ = ["fit_model", "calibrate_shipped", "calibration_inits", "calibration_sample", "init_from", "shipped_name",
+           "TaskSource", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS", "CALIBRATION_VALUES", "MAX_LEAD",
+           "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
@@ -43,6 +44,9 @@ MAX_LEAD = 6
 
 #: values of the variable a calibration of shipped weights reads (its 64 tasks need far fewer)
 CALIBRATION_VALUES = 4_000_000
+
+#: observed values (in what it reads) an infill calibration of shipped weights needs to run by default
+AUTO_CALIBRATION_POINTS = 100
 
 
 class TaskSource:
@@ -269,13 +273,16 @@ def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_
 def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
                       raw: xr.Dataset | None = None, time_window: int | None = None,
                       context_frames: int | None = None, halo: float | None = None,
-                      tile: float | None = None) -> Model:
+                      tile: float | None = None, auto: bool = False) -> Model | None:
     """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
 
     The same calibration as ``fit(steps=0)``, on the data being predicted (``calibrate=True`` of
     infill and forecast): held-out observed points for infill (the gaps are never read); for
-    forecasts ``ds`` is the history up to the first initial time. ``halo`` and ``tile`` size the
-    calibration's tasks like the prediction windows they calibrate.
+    forecasts ``ds`` is the history up to the first initial time. It reads
+    :func:`calibration_sample`. ``halo`` and ``tile`` size the calibration's tasks like the
+    prediction windows they calibrate. ``auto`` (``calibrate="auto"``): return ``None`` instead of
+    raising when ``model`` is not shipped weights, or when an infill sample holds fewer than
+    :data:`AUTO_CALIBRATION_POINTS` observed values.
 
     Raises
     ------
@@ -285,6 +292,8 @@ def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, k
         Nothing to calibrate on.
     """
     name = shipped_name(model)
+    if name is None and auto:
+        return None
     if name is None:
         raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
                           f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
@@ -294,6 +303,8 @@ def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, k
             else 16 * (2 * settings["half_window"] + 1))
     index = calibration_sample(ds, layout, need)
     ds, raw = ds.isel(index), (None if raw is None else raw.isel(index))
+    if auto and task == "infill" and int(ds[layout.var].notnull().sum()) < AUTO_CALIBRATION_POINTS:
+        return None
     try:
         return fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
                          progress=False, raw_ds=raw, reference=kind, half_window=time_window,

@@ -20,6 +20,7 @@ from geonp.errors import (
     UnknownOptionError,
     VariableNotFoundError,
 )
+from geonp.fitting import AUTO_CALIBRATION_POINTS
 
 
 def field(nlat=8, nlon=10, times=4, keep=0.4, seed=0, lat0=50.0, lon0=-3.0):
@@ -400,6 +401,15 @@ def test_infill_calibrate_equals_a_calibration_only_fit_on_the_input(small):
     np.testing.assert_allclose(calibrated.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp").t2m_mean, rtol=1e-6)
     with pytest.raises(ConfigError, match="calibrated already"):
         ds.np.infill("t2m", model=model, calibrate=True)
+    # "auto": shipped weights with enough observed values to hold some out; never a fitted model
+    auto = ds.np.infill("t2m", model="te-pt-tnp", calibrate="auto")
+    assert int(ds.t2m.notnull().sum()) >= AUTO_CALIBRATION_POINTS
+    np.testing.assert_allclose(auto.t2m_std, calibrated.t2m_std, rtol=1e-6)
+    assert auto.attrs["geonp_calibrated"] == "on held-out observed values of the input"
+    sparse = ds.isel(time=[0])
+    assert int(sparse.t2m.notnull().sum()) < AUTO_CALIBRATION_POINTS
+    assert sparse.np.infill("t2m", model="te-pt-tnp", calibrate="auto").attrs["geonp_calibrated"] == "no"
+    assert ds.np.infill("t2m", model=model, calibrate="auto").attrs["geonp_calibrated"] == "when fitted"
 
 
 def test_forecast_calibration_has_one_factor_per_lead(small):

@@ -12,8 +12,8 @@ import xarray as xr
 import geonp  # noqa: F401  registers ds.np
 from geonp import reference
 from geonp.calibration import mean_weights
-from geonp.fitting import AUTO_CALIBRATION_INITS, calibration_inits
 from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
+from geonp.fitting import AUTO_CALIBRATION_INITS, calibration_inits
 from geonp.model import resolve_model
 
 
@@ -287,15 +287,18 @@ def test_forecast_calibrate_uses_only_the_history_before_the_first_init():
     np.testing.assert_allclose(short.t2m_mean.values, d.np.forecast(
         "t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[55], calibrate=False).t2m_mean.values)
     for bad in ("yes", None, 1.0):
-        with pytest.raises(ConfigError, match=r"calibrate=.*; expected True or False or 'auto'"):
+        with pytest.raises(ConfigError, match=r"calibrate=.*; expected True, False or 'auto'"):
             d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=bad)
-    with pytest.raises(ConfigError, match=r"calibrate='auto'; expected True or False\."):
-        d.np.infill("t2m", model="te-pt-tnp", calibrate="auto")
+        with pytest.raises(ConfigError, match=r"calibrate=.*; expected True, False or 'auto'"):
+            d.np.infill("t2m", model="te-pt-tnp", calibrate=bad)
 
 
 def test_forecast_calibration_reads_only_the_latest_history(monkeypatch):
-    """With a budget of 33 frames the calibration reads frames 28..60 of the history: frames 0..3 (which only
-    enter departures before frame 28) change nothing, while the whole history would see them."""
+    """A calibration reads the latest frames of the history that its budget allows.
+
+    With a budget of 33 frames it reads frames 28..60: frames 0..3 (which only enter departures
+    before frame 28) change nothing, while the whole history would see them.
+    """
     import geonp.fitting
 
     d = hourly(times=72)
