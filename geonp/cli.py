@@ -93,8 +93,8 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
                    help="edge of the tiles a grid is predicted in, each from its own window, in model units (8)")
     p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=None,
                    help="calibrate the shipped weights on the input first, forward passes only (infill: on held-out "
-                        "observed points, off by default; forecast: on the history before the first initial time, "
-                        "on by default when it holds enough initial times)")
+                        "observed values; forecast: on the history before the first initial time); by default "
+                        "whenever there is enough to calibrate on")
     p.add_argument("--batch-size", type=int, default=8, metavar="N",
                    help="tasks per forward pass (default 8; lower it to save memory)")
 
@@ -228,7 +228,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, batch_size=args.batch_size,
-                            calibrate=bool(args.calibrate))
+                            calibrate="auto" if args.calibrate is None else args.calibrate)
     _write(result, out, args, history, start)
 
 

@@ -306,13 +306,16 @@ def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, k
     if auto and task == "infill" and int(ds[layout.var].notnull().sum()) < AUTO_CALIBRATION_POINTS:
         return None
     try:
-        return fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
-                         progress=False, raw_ds=raw, reference=kind, half_window=time_window,
-                         context_frames=context_frames, halo=halo, tile=tile)
+        fitted = fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
+                           progress=False, raw_ds=raw, reference=kind, half_window=time_window,
+                           context_frames=context_frames, halo=halo, tile=tile)
     except NoDataError as exc:
         raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
                           + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "
                              "times." if task == "forecast" else "Pass calibrate=False.")) from exc
+    # like the shipped weights, measure space in the typical spacing of the data being predicted, not of
+    # the sample calibrated on
+    return replace(fitted, normaliser=replace(fitted.normaliser, space_unit_km=None))
 
 
 def _kept_values(problem, keep: np.ndarray) -> np.ndarray:

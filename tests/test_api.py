@@ -364,7 +364,7 @@ def test_calibration_only_fit_rescales_the_std_and_nothing_else():
     norm = model.normaliser
     assert 0.2 <= norm.std_scale <= 5.0 and not norm.gap_std_scale  # 16 tasks: too few points for gap bins
     assert (norm.infill_std_base, norm.infill_std_extra) != (1.0, 0.0)  # the nugget fit moved
-    zero_shot = st.np.infill("tmax")
+    zero_shot = st.np.infill("tmax", calibrate=False)
     calibrated = st.np.infill("tmax", model=model)
     np.testing.assert_allclose(calibrated.tmax_mean, zero_shot.tmax_mean, rtol=1e-6)
     want = np.sqrt((norm.infill_std_base * zero_shot.tmax_std) ** 2 + norm.infill_std_extra**2) * norm.std_scale
@@ -401,15 +401,28 @@ def test_infill_calibrate_equals_a_calibration_only_fit_on_the_input(small):
     np.testing.assert_allclose(calibrated.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp").t2m_mean, rtol=1e-6)
     with pytest.raises(ConfigError, match="calibrated already"):
         ds.np.infill("t2m", model=model, calibrate=True)
-    # "auto": shipped weights with enough observed values to hold some out; never a fitted model
-    auto = ds.np.infill("t2m", model="te-pt-tnp", calibrate="auto")
+    # "auto" leaves grids to the network (calibration widened their intervals more than needed) ...
     assert int(ds.t2m.notnull().sum()) >= AUTO_CALIBRATION_POINTS
-    np.testing.assert_allclose(auto.t2m_std, calibrated.t2m_std, rtol=1e-6)
-    assert auto.attrs["geonp_calibrated"] == "on held-out observed values of the input"
-    sparse = ds.isel(time=[0])
-    assert int(sparse.t2m.notnull().sum()) < AUTO_CALIBRATION_POINTS
-    assert sparse.np.infill("t2m", model="te-pt-tnp", calibrate="auto").attrs["geonp_calibrated"] == "no"
-    assert ds.np.infill("t2m", model=model, calibrate="auto").attrs["geonp_calibrated"] == "when fitted"
+    assert ds.np.infill("t2m", model="te-pt-tnp").attrs["geonp_calibrated"] == "no"
+    assert ds.np.infill("t2m", model=model).attrs["geonp_calibrated"] == "when fitted"
+
+
+def test_infill_calibrates_station_data_by_default():
+    """Station data get the shipped weights calibrated on the input ("auto"): the stations' nugget."""
+    st = stations(times=6)
+    assert int(st.tmax.notnull().sum()) >= AUTO_CALIBRATION_POINTS
+    auto = st.np.infill("tmax", model="te-pt-tnp")
+    forced = st.np.infill("tmax", model="te-pt-tnp", calibrate=True)
+    raw = st.np.infill("tmax", model="te-pt-tnp", calibrate=False)
+    np.testing.assert_allclose(auto.tmax_std, forced.tmax_std, rtol=1e-6)
+    np.testing.assert_allclose(auto.tmax_mean, raw.tmax_mean, rtol=1e-6)
+    assert not np.allclose(auto.tmax_std, raw.tmax_std)
+    assert (auto.attrs["geonp_calibrated"], raw.attrs["geonp_calibrated"]) == (
+        "on held-out observed values of the input", "no")
+    # ... unless too few values are observed to hold some out
+    few = st.isel(time=[0])
+    assert int(few.tmax.notnull().sum()) < AUTO_CALIBRATION_POINTS
+    assert few.np.infill("tmax", model="te-pt-tnp").attrs["geonp_calibrated"] == "no"
 
 
 def test_forecast_calibration_has_one_factor_per_lead(small):

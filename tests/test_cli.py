@@ -178,11 +178,13 @@ def test_cli_infill__tile_and_halo_reach_the_prediction(nc, tmp_path, capsys):
 def test_cli_infill__calibrate_changes_only_the_std(nc, tmp_path, capsys):
     """`--calibrate` calibrates the shipped weights on the input first: same mean, rescaled std."""
     a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
-    assert main(["infill", str(nc), "--out", str(a), "--quiet", "--model", "te-pt-tnp"]) == 0
+    assert main(["infill", str(nc), "--out", str(a), "--quiet", "--model", "te-pt-tnp", "--no-calibrate"]) == 0
     assert main(["infill", str(nc), "--out", str(b), "--quiet", "--model", "te-pt-tnp", "--calibrate"]) == 0
     xa, xb = xr.open_zarr(a), xr.open_zarr(b)
     np.testing.assert_allclose(xa.t2m_mean.values, xb.t2m_mean.values, rtol=1e-6)
     assert not np.allclose(xa.t2m_std.values, xb.t2m_std.values)
+    assert (xa.attrs["geonp_calibrated"], xb.attrs["geonp_calibrated"]) == (
+        "no", "on held-out observed values of the input")
 
 
 def test_cli_infill__overwrite_replaces_the_store(nc, tmp_path, capsys):
@@ -269,10 +271,10 @@ def test_cli_predict__passes_batch_size_and_windows_on(nc, tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("command, extra", [("infill", []), ("forecast", ["--hours", "1"])])
-@pytest.mark.parametrize("flag, infill, forecast", [([], False, "auto"), (["--calibrate"], True, True),
+@pytest.mark.parametrize("flag, infill, forecast", [([], "auto", "auto"), (["--calibrate"], True, True),
                                                     (["--no-calibrate"], False, False)])
 def test_cli_predict__calibrate_flags(nc, tmp_path, monkeypatch, command, extra, flag, infill, forecast):
-    """Forecasts calibrate shipped weights by default ("auto"), infill does not; --calibrate/--no-calibrate force it."""
+    """Shipped weights are calibrated by default ("auto"); --calibrate/--no-calibrate force it."""
     import geonp.api
 
     seen = {}
