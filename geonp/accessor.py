@@ -49,10 +49,14 @@ class GeonpAccessor:
             space dim that ``chunks`` leaves unset.
         time_window : int, optional
             Frames each side of a target frame used as context.
-        calibrate : bool, default False
-            First calibrate the shipped weights on the input itself (the std, per gap size, from
-            held-out observed points; the gaps are never read). Forward passes only: about the
-            cost of ``fit(steps=0)``. Only for a shipped model name.
+        calibrate : bool or "auto", default "auto"
+            First calibrate the shipped weights on the input itself (a nugget and the std per gap
+            size, from held-out observed values; the gaps are never read), reading at most a
+            bounded sample (:func:`geonp.fitting.calibration_sample`). Forward passes only: about
+            the cost of ``fit(steps=0)``. ``"auto"`` does so for station data with at least 100
+            observed values (the shipped weights miss the stations' nugget), not for grids;
+            ``True`` always (shipped model names only), ``False`` never. The output's
+            ``geonp_calibrated`` attribute says which.
 
         Returns
         -------
