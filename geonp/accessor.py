@@ -52,7 +52,7 @@ class GeonpAccessor:
         calibrate : bool or "auto", default "auto"
             First calibrate the shipped weights on the input itself (a nugget and the std per gap
             size, from held-out observed values; the gaps are never read), reading at most a
-            bounded sample (:func:`geonp.fitting.calibration_sample`). Forward passes only: about
+            bounded sample (:func:`geonp.calibrate_input.calibration_sample`). Forward passes only: about
             the cost of ``fit(steps=0)``. ``"auto"`` does so for station data with at least 100
             observed values (the shipped weights miss the stations' nugget), not for grids;
             ``True`` always (shipped model names only), ``False`` never. The output's
@@ -84,7 +84,7 @@ class GeonpAccessor:
         ``calibrate``: calibrate the shipped weights' mean blend with persistence, trend term and
         std per lead on the history up to the first initial time (forward passes only, about
         10–30 CPU-s). ``"auto"`` (default) does so for shipped weights when that history holds at
-        least 24 initial times with every lead (:func:`geonp.fitting.calibration_inits`);
+        least 24 initial times with every lead (:func:`geonp.calibrate_input.calibration_inits`);
         ``True`` always, ``False`` never (the raw network). The output's ``geonp_calibrated``
         attribute says which. Returns
         ``{var}_mean`` and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a

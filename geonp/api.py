@@ -1,7 +1,8 @@
 """``fit`` / ``infill`` / ``forecast``: validate up front, plan, and hand the work to dask.
 
 No model math and no file I/O here: :mod:`geonp.geo` finds the axes, :mod:`geonp.chunked`
-builds the lazy computation, :mod:`geonp.fitting` trains, :mod:`geonp.io` writes.
+builds the lazy computation, :mod:`geonp.fitting` trains, :mod:`geonp.calibrate_input` calibrates shipped
+weights on the input, :mod:`geonp.io` writes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import dask
+import dask.array
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -93,7 +96,10 @@ def _prepare(obj, var, *, crs, covariates) -> tuple[xr.Dataset, geo.Layout, tupl
 
 
 def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None):
-    """Count the observations (one streamed pass), refuse inputs with nothing to do, build the problem once."""
+    """Count the observations (one streamed pass), refuse inputs with nothing to do, build the problem once.
+
+    Returns the problem and the number of observed values.
+    """
     n_obs, n_all, spread = observed_stats(ds, layout)
     if n_obs == 0:
         raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
@@ -107,7 +113,7 @@ def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=No
     # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
     # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
     norm = replace(model.normaliser, small_context_scale=spread)
-    return build_problem(ds, layout, norm, observed_fraction=n_obs / n_all, targets=target)
+    return build_problem(ds, layout, norm, observed_fraction=n_obs / n_all, targets=target), n_obs
 
 
 def infill(
@@ -127,20 +133,14 @@ def infill(
     calibrate: bool | str = "auto",
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
-    from .fitting import calibrate_shipped
+    from . import calibrate_input
 
-    _check_calibrate(calibrate)
+    calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, half_window=time_window)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     windows = {"halo": halo, "tile": tile}
-    if calibrate == "auto" and len(layout.space_dims) != 1:
-        # by default only station data: their nugget is what the shipped weights miss (docs/benchmarks.md); on
-        # grids calibration made the intervals wider than needed
-        calibrate = False
-    calibrated = calibrate_shipped(model, ds, layout, "infill", time_window=time_window, auto=calibrate == "auto",
-                                   **windows) if calibrate else None
-    m = with_settings(resolve_model(model if calibrated is None else calibrated), half_window=time_window, **windows)
+    m = with_settings(resolve_model(model), half_window=time_window, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds)
@@ -148,12 +148,14 @@ def infill(
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
                                  "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")
-    problem = _plan(ds, layout, m, "infill", target)
+    problem, n_obs = _plan(ds, layout, m, "infill", target)
+    calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, time_window=time_window,
+                                                     **windows)
     from .inference import ModelPayload, resolve_device
 
     dev = str(resolve_device(device))
     mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, device=dev,
-                            batch_size=batch_size)
+                            batch_size=batch_size, calibration=calibration)
     out_ds = target[0] if target is not None else ds
     out_layout = target[1] if target is not None else layout
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
@@ -173,8 +175,7 @@ def infill(
         out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(variable_attrs(src, "filled", layout.var))
         out = out.transpose(*src.dims)
     out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
-    out.attrs["geonp_calibrated"] = _calibration_note(m, calibrated is not None,
-                                                      "on held-out observed values of the input")
+    out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, "on held-out observed values of the input")
     return out
 
 
@@ -228,7 +229,9 @@ def forecast(
     calibrate: bool | str = "auto",
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
-    _check_calibrate(calibrate)
+    from . import calibrate_input
+
+    calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
@@ -259,26 +262,19 @@ def forecast(
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
     work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds
     history = int(inits.min()) + 1
-    if calibrate == "auto":  # shipped weights with enough history before the first initial time
-        from .fitting import AUTO_CALIBRATION_INITS, calibration_inits, shipped_name
-
-        calibrate = shipped_name(model) is not None and calibration_inits(
-            history, int(m.settings["context_frames"]), lag) >= AUTO_CALIBRATION_INITS
-    if calibrate:  # on the history up to the first initial time: nothing after it is seen
-        from .fitting import calibrate_shipped
-
-        past = {layout.time: slice(0, history)}
-        m = with_settings(calibrate_shipped(model, work.isel(past), layout, "forecast", kind=kind,
-                                               raw=ds.isel(past) if kind == "diurnal" else None, **windows),
-                          **windows)
+    past = {layout.time: slice(0, history)}  # calibration: nothing after the first initial time is seen
+    calibration = calibrate_input.forecast_calibration(
+        calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
+        kind=kind, raw=ds.isel(past) if kind == "diurnal" else None, halo=halo, tile=tile)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds)
-    problem = _plan(work, layout, m, "forecast")
+    problem, _ = _plan(work, layout, m, "forecast")
     from .inference import ModelPayload, resolve_device
 
     leads = np.arange(1, int(round(n_leads)) + 1)
     mean, std = lazy_forecast(problem, ModelPayload.from_net(m.net), m.settings, inits=inits, leads=leads,
-                              chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size)
+                              chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size,
+                              calibration=calibration)
     lead_td = pd.to_timedelta(leads * step, unit="h").values
     init_values = times[inits]
     coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
@@ -298,23 +294,16 @@ def forecast(
     if kind == "diurnal":
         out[name] = references.add_back(out[name], ds, layout.var, layout.time, inits, leads, lag)
     trend_w = m.normaliser.trend_weight(leads)
+    if calibration is not None:  # known once the calibration task has run
+        trend_w = dask.array.from_delayed(dask.delayed(calibrate_input.trend_weights, pure=True)(calibration, leads),
+                                          shape=(len(leads),), dtype=np.float64)
     if trend_w is not None:
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
     out = finish(out, layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
-    out.attrs["geonp_calibrated"] = _calibration_note(m, bool(calibrate), f"on the {history} frames up to the first "
+    out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")
     return out
-
-
-def _check_calibrate(value) -> None:
-    if not (isinstance(value, (bool, np.bool_)) or (isinstance(value, str) and value == "auto")):
-        raise ConfigError(f"calibrate={value!r}; expected True, False or 'auto'.")
-
-
-def _calibration_note(model: Model, calibrated: bool, how: str) -> str:
-    """The ``geonp_calibrated`` attribute: how the weights that predicted were calibrated."""
-    return how if calibrated else "when fitted" if "calibration" in model.metadata else "no"
 
 
 def _reference_of(model: Model, reference: str | None) -> str:

@@ -165,8 +165,12 @@ def _assemble(blocks: np.ndarray) -> da.Array:
 
 
 def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chunks: dict, device: str,
-                batch_size: int = 8) -> tuple[da.Array, da.Array]:
-    """Lazy mean and std with the output dims ``extra..., time, *target space``."""
+                batch_size: int = 8, calibration=None) -> tuple[da.Array, da.Array]:
+    """Lazy mean and std with the output dims ``extra..., time, *target space``.
+
+    ``calibration``: a dask task giving normaliser fields (:mod:`geonp.calibrate_input`) that
+    every block applies on top of the problem's own.
+    """
     frames_per_block = int(chunks.get("__time__") or DEFAULT_FRAMES)
     T = len(problem.hours)
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
@@ -179,6 +183,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     fchunks = _frame_chunks(T, frames_per_block)
     n_blocks = sum(map(len, windows)) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
+    norm = _block_norm(problem, calibration)
     t_units = problem.t_units
     n_tiles = [len({s[k].start for s, _ in tiles}) for k in range(len(problem.target.dims))]
     means = np.empty((*problem.extra_shape, len(fchunks), *n_tiles), dtype=object)
@@ -193,7 +198,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                 for sel, meta, sub in groups:
                     values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
                     m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
-                         "half_window": half_units, "norm": problem.norm.to_dict(),
+                         "half_window": half_units, "norm": norm,
                          "tile_shape": shape if sub is None else (len(sub),), "device": device,
                          "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
                     parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
@@ -205,8 +210,11 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
 
 
 def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, inits: np.ndarray, leads: np.ndarray,
-                  chunks: dict, device: str, batch_size: int = 8) -> tuple[da.Array, da.Array]:
-    """Lazy mean and std with dims ``extra..., init_time, lead_time, *space``; ``leads`` in frames."""
+                  chunks: dict, device: str, batch_size: int = 8, calibration=None) -> tuple[da.Array, da.Array]:
+    """Lazy mean and std with dims ``extra..., init_time, lead_time, *space``; ``leads`` in frames.
+
+    ``calibration`` as in :func:`lazy_infill`.
+    """
     per_block = int(chunks.get("init_time") or 8)
     W = int(settings["context_frames"])
     halo_km = float(settings["halo"]) * problem.unit_km
@@ -217,6 +225,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
     n_blocks = sum(map(len, windows)) * len(ichunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
+    norm = _block_norm(problem, calibration)
     lead_hours = leads * problem.step_hours
     lead_units = lead_hours / problem.time_unit_hours
     t_units = problem.t_units
@@ -234,11 +243,11 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                     values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
                     m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
                          "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
-                         "norm": problem.norm.to_dict(), "tile_shape": shape if sub is None else (len(sub),),
+                         "norm": norm, "tile_shape": shape if sub is None else (len(sub),),
                          "device": device, "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
                     # the initial frame at the tile's own points: calibrated forecasts shrink towards it
                     persist = None
-                    if problem.norm.lead_mean_weight:
+                    if problem.norm.lead_mean_weight or calibration is not None:
                         persist = problem.data[(*e, ini, *slices)]
                         if sub is not None:  # the group's points, by their flat positions in the block
                             persist = persist.reshape(len(ini), -1)[:, sub]
@@ -249,6 +258,16 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)
     return _assemble(means), _assemble(stds)
+
+
+def _block_norm(problem: Problem, calibration):
+    """The normaliser (plain data) of every block: the problem's, with a calibration's fields on top."""
+    base = problem.norm.to_dict()
+    return base if calibration is None else dask.delayed(_with_fields, pure=True)(base, calibration)
+
+
+def _with_fields(base: dict, fields: dict) -> dict:
+    return {**base, **fields}
 
 
 def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset) -> dict:

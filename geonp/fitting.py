@@ -29,24 +29,13 @@ from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
 
-__all__ = ["fit_model", "calibrate_shipped", "calibration_inits", "calibration_sample", "init_from", "shipped_name",
-           "TaskSource", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS", "CALIBRATION_VALUES", "MAX_LEAD",
-           "MAX_VALUES"]
+__all__ = ["fit_model", "init_from", "TaskSource", "MAX_LEAD", "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
 
-#: initial times the history must hold before a forecast calibrates the shipped weights by default
-AUTO_CALIBRATION_INITS = 24
-
 #: longest lead (frames) that forecast training and calibration draw; longer leads reuse its calibration
 MAX_LEAD = 6
-
-#: values of the variable a calibration of shipped weights reads (its 64 tasks need far fewer)
-CALIBRATION_VALUES = 4_000_000
-
-#: observed values (in what it reads) an infill calibration of shipped weights needs to run by default
-AUTO_CALIBRATION_POINTS = 100
 
 
 class TaskSource:
@@ -213,109 +202,6 @@ def fit_model(
     })
     return Model(net, norm, name=name, task=task, variables=(layout.var,), crs_wkt=layout.crs_wkt,
                  settings=settings, source=source, metadata=record)
-
-
-def shipped_name(model) -> str | None:
-    """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
-    if not isinstance(model, str):
-        return None
-    name = model.lower().replace("_", "-")
-    return name if name in PRETRAINED else None
-
-
-def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) -> int:
-    """Initial times in ``history_frames`` frames with every calibrated lead (up to :data:`MAX_LEAD`) inside them.
-
-    Each needs ``context_frames`` frames up to it, plus ``lag`` frames before those when the
-    forecast is of departures from the same hour a day earlier (``reference="diurnal"``).
-    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`.
-    """
-    return max(0, int(history_frames) - int(lag) - int(context_frames) - MAX_LEAD + 1)
-
-
-def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_values: int | None = None) -> dict:
-    """Indexers (for ``isel``) of the part of ``ds`` a calibration reads.
-
-    The last ``max(min_frames, max_values / values per frame)`` frames (forecasts calibrate on
-    the most recent history) and, where ``min_frames`` frames of the whole domain exceed
-    ``max_values``, only the central part of the domain: a square of grid cells, or the stations
-    nearest the centre (at least 1,024 points). Calibration tasks are windows the size of
-    prediction tiles, so such a crop measures the same errors, and nothing else is read.
-    ``max_values`` defaults to :data:`CALIBRATION_VALUES`.
-    """
-    max_values = CALIBRATION_VALUES if max_values is None else int(max_values)
-    da = ds[layout.var]
-    extra = int(np.prod([da.sizes[d] for d in layout.extra_dims])) if layout.extra_dims else 1
-    points = int(np.prod([da.sizes[d] for d in layout.space_dims]))
-    index, frames = {}, 1
-    if layout.time is not None:
-        T = da.sizes[layout.time]
-        frames = min(T, max(int(min_frames), max_values // max(1, extra * points)))
-        index[layout.time] = slice(T - frames, T)
-    cells = max(1024, max_values // max(1, extra * frames))
-    if points <= cells:
-        return index
-    if len(layout.space_dims) == 2:
-        side = int(np.sqrt(cells))
-        for d in layout.space_dims:
-            start = max(0, (da.sizes[d] - side) // 2)
-            index[d] = slice(start, start + side)
-        return index
-    x = np.asarray(ds[layout.x].values, dtype=np.float64)
-    y = np.asarray(ds[layout.y].values, dtype=np.float64)
-    if layout.geographic:  # degrees of longitude shrink with latitude; wrap across the dateline
-        x = ((x - np.nanmedian(x) + 180.0) % 360.0 - 180.0) * np.cos(np.deg2rad(np.nanmedian(y)))
-    d2 = (x - np.nanmedian(x)) ** 2 + (y - np.nanmedian(y)) ** 2
-    index[layout.space_dims[0]] = np.sort(np.argsort(np.nan_to_num(d2, nan=np.inf), kind="stable")[:cells])
-    return index
-
-
-def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
-                      raw: xr.Dataset | None = None, time_window: int | None = None,
-                      context_frames: int | None = None, halo: float | None = None,
-                      tile: float | None = None, auto: bool = False) -> Model | None:
-    """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
-
-    The same calibration as ``fit(steps=0)``, on the data being predicted (``calibrate=True`` of
-    infill and forecast): held-out observed points for infill (the gaps are never read); for
-    forecasts ``ds`` is the history up to the first initial time. It reads
-    :func:`calibration_sample`. ``halo`` and ``tile`` size the calibration's tasks like the
-    prediction windows they calibrate. ``auto`` (``calibrate="auto"``): return ``None`` instead of
-    raising when ``model`` is not shipped weights, or when an infill sample holds fewer than
-    :data:`AUTO_CALIBRATION_POINTS` observed values.
-
-    Raises
-    ------
-    ConfigError
-        ``model`` is not the name of shipped weights (a fitted model is calibrated already).
-    NoDataError
-        Nothing to calibrate on.
-    """
-    name = shipped_name(model)
-    if name is None and auto:
-        return None
-    if name is None:
-        raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
-                          f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
-                          "steps=0 on these data.")
-    settings = {**DEFAULT_SETTINGS, **check_settings(half_window=time_window, context_frames=context_frames)}
-    need = (settings["context_frames"] + MAX_LEAD + AUTO_CALIBRATION_INITS - 1 if task == "forecast"
-            else 16 * (2 * settings["half_window"] + 1))
-    index = calibration_sample(ds, layout, need)
-    ds, raw = ds.isel(index), (None if raw is None else raw.isel(index))
-    if auto and task == "infill" and int(ds[layout.var].notnull().sum()) < AUTO_CALIBRATION_POINTS:
-        return None
-    try:
-        fitted = fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
-                           progress=False, raw_ds=raw, reference=kind, half_window=time_window,
-                           context_frames=context_frames, halo=halo, tile=tile)
-    except NoDataError as exc:
-        raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
-                          + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "
-                             "times." if task == "forecast" else "Pass calibrate=False.")) from exc
-    # like the shipped weights, measure space in the typical spacing of the data being predicted, not of
-    # the sample calibrated on
-    return replace(fitted, normaliser=replace(fitted.normaliser, space_unit_km=None))
 
 
 def _kept_values(problem, keep: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ a day of history before the first initial time (plus the context frames); otherw
 
 from __future__ import annotations
 
+import dask.array
 import numpy as np
 import xarray as xr
 
@@ -145,5 +146,10 @@ def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits
               leads: np.ndarray, lag: int, weights: np.ndarray) -> xr.DataArray:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``weights[lead] * trend``."""
     t = trend(ds, var, time_dim, inits, leads, lag).transpose(*mean.dims)
-    w = np.asarray(weights, dtype=np.float64).reshape([-1 if d == "lead_time" else 1 for d in mean.dims])
-    return (mean + (t.data * w).astype(mean.dtype)).assign_attrs(mean.attrs)
+    shape = [-1 if d == "lead_time" else 1 for d in mean.dims]
+    if isinstance(weights, dask.array.Array):  # a calibration still to run: zero weights add nothing, not NaN
+        w = weights.reshape(shape)
+        step = dask.array.where(w == 0, 0.0, t.data * w)
+    else:
+        step = t.data * np.asarray(weights, dtype=np.float64).reshape(shape)
+    return (mean + step.astype(mean.dtype)).assign_attrs(mean.attrs)

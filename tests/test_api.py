@@ -11,6 +11,7 @@ import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
+from geonp.calibrate_input import AUTO_CALIBRATION_POINTS
 from geonp.errors import (
     ConfigError,
     CRSError,
@@ -20,7 +21,6 @@ from geonp.errors import (
     UnknownOptionError,
     VariableNotFoundError,
 )
-from geonp.fitting import AUTO_CALIBRATION_POINTS
 
 
 def field(nlat=8, nlon=10, times=4, keep=0.4, seed=0, lat0=50.0, lon0=-3.0):
@@ -94,6 +94,16 @@ def test_processes_scheduler(small):
     lazy = ds.np.infill("t2m", chunks={"time": 2}, halo=1000.0)
     got = lazy.t2m_mean.compute(scheduler="processes", num_workers=2)
     np.testing.assert_allclose(got, ref.t2m_mean, atol=2e-4)
+
+
+def test_processes_scheduler__calibrated_station_infill():
+    """The default calibration of station data is a task of the graph: it pickles and runs in a worker process."""
+    st = stations(times=6)
+    ref = st.np.infill("tmax", model="te-pt-tnp")
+    lazy = st.chunk({"time": 2}).np.infill("tmax", model="te-pt-tnp")
+    assert lazy.attrs["geonp_calibrated"] == "on held-out observed values of the input"
+    got = lazy.tmax_std.compute(scheduler="processes", num_workers=2)
+    np.testing.assert_allclose(got, ref.tmax_std, rtol=1e-5)
 
 
 def test_descending_latitude_and_0_360_longitude_give_the_same_answer():

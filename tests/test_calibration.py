@@ -229,7 +229,7 @@ def _layout(ds, var):
 
 
 def test_calibration_sample__small_data_are_read_whole_and_long_histories_from_the_end():
-    from geonp.fitting import calibration_sample
+    from geonp.calibrate_input import calibration_sample
 
     t = pd.date_range("2020-01-01", periods=100, freq="h")
     ds = xr.Dataset({"v": (("time", "lat", "lon"), np.zeros((100, 4, 5)))},
@@ -242,7 +242,7 @@ def test_calibration_sample__small_data_are_read_whole_and_long_histories_from_t
 
 
 def test_calibration_sample__large_grids_are_cropped_to_their_centre():
-    from geonp.fitting import calibration_sample
+    from geonp.calibrate_input import calibration_sample
 
     t = pd.date_range("2020-01-01", periods=50, freq="h")
     ds = xr.Dataset({"v": (("time", "lat", "lon"), np.zeros((50, 100, 120), dtype=np.float32))},
@@ -253,7 +253,7 @@ def test_calibration_sample__large_grids_are_cropped_to_their_centre():
 
 
 def test_calibration_sample__stations_keep_the_nearest_to_the_centre():
-    from geonp.fitting import calibration_sample
+    from geonp.calibrate_input import calibration_sample
 
     rng = np.random.default_rng(0)
     n = 3000

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_api import field
+from test_api import field, stations
 
 import geonp  # noqa: F401
 
@@ -21,10 +21,15 @@ def test_local_cluster_matches_threads(tmp_path):
     ds, _ = field(times=4)
     ref = ds.np.infill("t2m", halo=1000.0)
     lazy = ds.np.infill("t2m", chunks={"time": 1}, halo=1000.0)
+    st = stations(times=6)  # station data are calibrated by default: a task of the graph on the cluster
+    st_ref = st.np.infill("tmax", model="te-pt-tnp")
+    st_lazy = st.chunk({"time": 2}).np.infill("tmax", model="te-pt-tnp")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   local_directory=str(tmp_path)) as cluster, distributed.Client(cluster):
         got = lazy.compute()
         path = geonp.to_zarr(lazy, tmp_path / "out.zarr", progress=False)
+        st_got = st_lazy.compute()
+    np.testing.assert_allclose(st_got.tmax_std, st_ref.tmax_std, rtol=1e-5)
     np.testing.assert_allclose(got.t2m_mean, ref.t2m_mean, atol=2e-4)
     import xarray as xr
 

@@ -11,9 +11,9 @@ import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
 from geonp import reference
+from geonp.calibrate_input import AUTO_CALIBRATION_INITS, calibration_inits
 from geonp.calibration import mean_weights
 from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
-from geonp.fitting import AUTO_CALIBRATION_INITS, calibration_inits
 from geonp.model import resolve_model
 
 
@@ -301,7 +301,7 @@ def test_forecast_calibration_reads_only_the_latest_history(monkeypatch):
     With a budget of 33 frames it reads frames 28..60: frames 0..3 (which only enter departures
     before frame 28) change nothing, while the whole history would see them.
     """
-    import geonp.fitting
+    import geonp.calibrate_input
 
     d = hourly(times=72)
     init = d.time.values[60]
@@ -309,6 +309,26 @@ def test_forecast_calibration_reads_only_the_latest_history(monkeypatch):
     changed["t2m"][dict(time=slice(0, 4))] += 5.0
     whole = [x.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init).t2m_mean.values for x in (d, changed)]
     assert not np.allclose(*whole)
-    monkeypatch.setattr(geonp.fitting, "CALIBRATION_VALUES", 33 * d.t2m[0].size)
+    monkeypatch.setattr(geonp.calibrate_input, "CALIBRATION_VALUES", 33 * d.t2m[0].size)
     latest = [x.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init).t2m_mean.values for x in (d, changed)]
     np.testing.assert_allclose(*latest, rtol=1e-6)
+
+
+def test_calibration_waits_for_compute_and_runs_once(monkeypatch):
+    """A calibrated lazy result computes nothing when it is built; the calibration runs once, at compute."""
+    import geonp.calibrate_input
+
+    calls = []
+    real = geonp.calibrate_input.calibrate_shipped
+    monkeypatch.setattr(geonp.calibrate_input, "calibrate_shipped", lambda *a, **k: calls.append(1) or real(*a, **k))
+    d = hourly(times=72)
+    init = d.time.values[[60, 62]]
+    lazy = d.chunk({"time": 12}).np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init,
+                                             chunks={"init_time": 1, "latitude": 3})
+    assert calls == [] and lazy.t2m_mean.chunks is not None
+    assert lazy.attrs["geonp_calibrated"] == "on the 61 frames up to the first initial time"
+    got = lazy.compute()
+    assert calls == [1]
+    eager = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init)
+    np.testing.assert_allclose(got.t2m_mean.values, eager.t2m_mean.values, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got.t2m_std.values, eager.t2m_std.values, rtol=1e-5)

@@ -1,0 +1,241 @@
+"""Calibrating the shipped weights on the data being predicted (``calibrate=`` of infill and forecast).
+
+A calibration is ``fit(steps=0)`` on a bounded sample of the input (:func:`calibration_sample`):
+forward passes only, giving the std factors of infill and the per-lead mean blend, trend term and
+std of forecasts (:mod:`geonp.calibration`). :func:`delayed_calibration` makes it a task of the
+prediction's dask graph, so it runs when the result is computed, once, before the blocks that use
+its numbers. ``calibrate="auto"`` decides with :func:`calibration_inits` (forecasts) and
+:data:`AUTO_CALIBRATION_POINTS` (station infill).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import dask
+import numpy as np
+import xarray as xr
+from dask.delayed import Delayed
+
+from . import geo
+from .errors import ConfigError, NoDataError
+from .fitting import MAX_LEAD, fit_model
+from .model import DEFAULT_SETTINGS, Model, check_settings
+from .normalise import Normaliser
+from .pretrained import PRETRAINED
+
+__all__ = ["calibrate_shipped", "calibration_fields", "calibration_inits", "calibration_sample", "check_option",
+           "delayed_calibration", "forecast_calibration", "infill_calibration", "note", "shipped_name",
+           "trend_weights", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS", "CALIBRATION_FIELDS",
+           "CALIBRATION_VALUES"]
+
+#: initial times the history must hold before a forecast calibrates the shipped weights by default
+AUTO_CALIBRATION_INITS = 24
+
+#: values of the variable a calibration of shipped weights reads (its 64 tasks need far fewer)
+CALIBRATION_VALUES = 4_000_000
+
+#: observed values an infill of station data needs before it calibrates the shipped weights by default
+AUTO_CALIBRATION_POINTS = 100
+
+#: the normaliser fields a calibration sets; every other field stays the shipped weights'
+CALIBRATION_FIELDS = ("std_scale", "infill_std_base", "infill_std_extra", "gap_distance", "gap_std_scale",
+                      "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight")
+
+
+def check_option(calibrate, model) -> None:
+    """Refuse a ``calibrate=`` value other than True, False or "auto", and True with a fitted model."""
+    if not (isinstance(calibrate, (bool, np.bool_)) or (isinstance(calibrate, str) and calibrate == "auto")):
+        raise ConfigError(f"calibrate={calibrate!r}; expected True, False or 'auto'.")
+    if calibrate is True and shipped_name(model) is None:
+        _refuse_fitted(model)
+
+
+def infill_calibration(calibrate, model, ds: xr.Dataset, layout: geo.Layout, n_obs: int,
+                       **options) -> Delayed | None:
+    """The calibration task of an infill, or ``None``.
+
+    ``"auto"`` calibrates shipped weights on station data with at least
+    :data:`AUTO_CALIBRATION_POINTS` observed values (``n_obs``): their nugget is what the
+    shipped weights miss (docs/benchmarks.md). On grids calibration made the intervals wider
+    than needed, so grids are left to the network unless ``calibrate=True``.
+    """
+    if calibrate == "auto":
+        calibrate = (shipped_name(model) is not None and len(layout.space_dims) == 1
+                     and n_obs >= AUTO_CALIBRATION_POINTS)
+    return delayed_calibration(model, ds, layout, "infill", auto=False, **options) if calibrate else None
+
+
+def forecast_calibration(calibrate, model, history: xr.Dataset, layout: geo.Layout, *, lag: int,
+                         context_frames: int, raw: xr.Dataset | None = None, **options) -> Delayed | None:
+    """The calibration task of a forecast on ``history`` (the frames up to the first initial time), or ``None``.
+
+    ``"auto"`` calibrates shipped weights when the history holds at least
+    :data:`AUTO_CALIBRATION_INITS` initial times (:func:`calibration_inits`) with
+    ``context_frames`` past frames each.
+    """
+    if calibrate == "auto":
+        calibrate = shipped_name(model) is not None and calibration_inits(
+            history.sizes[layout.time], context_frames, lag) >= AUTO_CALIBRATION_INITS
+    return delayed_calibration(model, history, layout, "forecast", raw=raw, context_frames=context_frames,
+                               **options) if calibrate else None
+
+
+def note(model: Model, calibration: Delayed | None, how: str) -> str:
+    """The output's ``geonp_calibrated`` attribute: ``how`` the shipped weights were calibrated, or not."""
+    return how if calibration is not None else "when fitted" if "calibration" in model.metadata else "no"
+
+
+def shipped_name(model) -> str | None:
+    """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
+    if not isinstance(model, str):
+        return None
+    name = model.lower().replace("_", "-")
+    return name if name in PRETRAINED else None
+
+
+def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) -> int:
+    """Initial times in ``history_frames`` frames with every calibrated lead (up to :data:`MAX_LEAD`) inside them.
+
+    Each needs ``context_frames`` frames up to it, plus ``lag`` frames before those when the
+    forecast is of departures from the same hour a day earlier (``reference="diurnal"``).
+    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`.
+    """
+    return max(0, int(history_frames) - int(lag) - int(context_frames) - MAX_LEAD + 1)
+
+
+def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_values: int | None = None) -> dict:
+    """Indexers (for ``isel``) of the part of ``ds`` a calibration reads.
+
+    The last ``max(min_frames, max_values / values per frame)`` frames (forecasts calibrate on
+    the most recent history) and, where ``min_frames`` frames of the whole domain exceed
+    ``max_values``, only the central part of the domain: a square of grid cells, or the stations
+    nearest the centre (at least 1,024 points). Calibration tasks are windows the size of
+    prediction tiles, so such a crop measures the same errors, and nothing else is read.
+    ``max_values`` defaults to :data:`CALIBRATION_VALUES`.
+    """
+    max_values = CALIBRATION_VALUES if max_values is None else int(max_values)
+    da = ds[layout.var]
+    extra = int(np.prod([da.sizes[d] for d in layout.extra_dims])) if layout.extra_dims else 1
+    points = int(np.prod([da.sizes[d] for d in layout.space_dims]))
+    index, frames = {}, 1
+    if layout.time is not None:
+        T = da.sizes[layout.time]
+        frames = min(T, max(int(min_frames), max_values // max(1, extra * points)))
+        index[layout.time] = slice(T - frames, T)
+    cells = max(1024, max_values // max(1, extra * frames))
+    if points <= cells:
+        return index
+    if len(layout.space_dims) == 2:
+        side = int(np.sqrt(cells))
+        for d in layout.space_dims:
+            start = max(0, (da.sizes[d] - side) // 2)
+            index[d] = slice(start, start + side)
+        return index
+    x = np.asarray(ds[layout.x].values, dtype=np.float64)
+    y = np.asarray(ds[layout.y].values, dtype=np.float64)
+    if layout.geographic:  # degrees of longitude shrink with latitude; wrap across the dateline
+        x = ((x - np.nanmedian(x) + 180.0) % 360.0 - 180.0) * np.cos(np.deg2rad(np.nanmedian(y)))
+    d2 = (x - np.nanmedian(x)) ** 2 + (y - np.nanmedian(y)) ** 2
+    index[layout.space_dims[0]] = np.sort(np.argsort(np.nan_to_num(d2, nan=np.inf), kind="stable")[:cells])
+    return index
+
+
+def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
+                      raw: xr.Dataset | None = None, time_window: int | None = None,
+                      context_frames: int | None = None, halo: float | None = None,
+                      tile: float | None = None, auto: bool = False) -> Model | None:
+    """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
+
+    The same calibration as ``fit(steps=0)``, on the data being predicted (``calibrate=True`` of
+    infill and forecast): held-out observed points for infill (the gaps are never read); for
+    forecasts ``ds`` is the history up to the first initial time. It reads
+    :func:`calibration_sample`. ``halo`` and ``tile`` size the calibration's tasks like the
+    prediction windows they calibrate. ``auto`` (``calibrate="auto"``): return ``None`` instead of
+    raising when ``model`` is not shipped weights, or when an infill sample holds fewer than
+    :data:`AUTO_CALIBRATION_POINTS` observed values.
+
+    Raises
+    ------
+    ConfigError
+        ``model`` is not the name of shipped weights (a fitted model is calibrated already).
+    NoDataError
+        Nothing to calibrate on.
+    """
+    name = shipped_name(model)
+    if name is None and auto:
+        return None
+    if name is None:
+        _refuse_fitted(model)
+    index = calibration_sample(ds, layout, _frames_needed(task, {"time_window": time_window,
+                                                                 "context_frames": context_frames}))
+    ds, raw = ds.isel(index), (None if raw is None else raw.isel(index))
+    if auto and task == "infill" and int(ds[layout.var].notnull().sum()) < AUTO_CALIBRATION_POINTS:
+        return None
+    try:
+        fitted = fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
+                           progress=False, raw_ds=raw, reference=kind, half_window=time_window,
+                           context_frames=context_frames, halo=halo, tile=tile)
+    except NoDataError as exc:
+        raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
+                          + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "
+                             "times." if task == "forecast" else "Pass calibrate=False.")) from exc
+    # like the shipped weights, measure space in the typical spacing of the data being predicted, not of
+    # the sample calibrated on
+    return replace(fitted, normaliser=replace(fitted.normaliser, space_unit_km=None))
+
+
+def calibration_fields(model: str, ds: xr.Dataset, layout: geo.Layout, task: str, *, auto: bool = False,
+                       **options) -> dict:
+    """The :data:`CALIBRATION_FIELDS` of ``model`` calibrated on ``ds`` (see :func:`calibrate_shipped`).
+
+    With ``auto``, data with nothing to calibrate on give ``{}`` (the shipped weights as they are)
+    instead of a :class:`NoDataError`. Runs dask's synchronous scheduler inside, as it is itself a
+    task of the prediction's graph.
+    """
+    with dask.config.set(scheduler="synchronous"):
+        try:
+            fitted = calibrate_shipped(model, ds, layout, task, auto=auto, **options)
+        except NoDataError:
+            if auto:
+                return {}
+            raise
+    if fitted is None:
+        return {}
+    values = fitted.normaliser.to_dict()
+    return {k: values[k] for k in CALIBRATION_FIELDS}
+
+
+def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, raw: xr.Dataset | None = None,
+                        auto: bool = False, **options) -> Delayed:
+    """:func:`calibration_fields` as one dask task on the bounded sample of ``ds``: nothing runs yet.
+
+    Refuses at once (:class:`ConfigError`) a ``model`` that is not the name of shipped weights.
+    The sample is cut here (its dask chunks, if any, are read when the task runs).
+    """
+    if shipped_name(model) is None:
+        _refuse_fitted(model)
+    index = calibration_sample(ds, layout, _frames_needed(task, options))
+    sample_raw = None if raw is None else raw.isel(index)
+    return dask.delayed(calibration_fields, pure=True)(str(model), ds.isel(index), layout, task, raw=sample_raw,
+                                                     auto=auto, **options)
+
+
+def trend_weights(fields: dict, lead_frames: np.ndarray) -> np.ndarray:
+    """Per-lead weights of the trend term from calibration ``fields`` (zeros when there are none)."""
+    w = Normaliser(lead_trend_weight=tuple(fields.get("lead_trend_weight", ()))).trend_weight(lead_frames)
+    return np.zeros(len(lead_frames)) if w is None else np.asarray(w, dtype=np.float64)
+
+
+def _frames_needed(task: str, options: dict) -> int:
+    settings = {**DEFAULT_SETTINGS, **check_settings(half_window=options.get("time_window"),
+                                                     context_frames=options.get("context_frames"))}
+    if task == "forecast":
+        return settings["context_frames"] + MAX_LEAD + AUTO_CALIBRATION_INITS - 1
+    return 16 * (2 * settings["half_window"] + 1)
+
+
+def _refuse_fitted(model) -> None:
+    raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
+                      f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
+                      "steps=0 on these data.")
