@@ -13,7 +13,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .data import SamplerConfig, TaskSampler, Window, gap_to_context, nearest_distance
+from .data import SamplerConfig, TaskSampler, Window, coarsen_far, gap_to_context, nearest_distance
 from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
@@ -47,7 +47,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         t = sampler.sample(rng)
         if t.num_targets and t.num_context:
             tasks.append(t)
-    preds = predict_tasks(net, tasks, batch_size=4)
+    preds = predict_tasks(net, [coarsen_far(t) for t in tasks], batch_size=4)  # as prediction runs them
     y = np.concatenate([t.to_data(t.yt[:, 0], t.yt[:, 0])[0] for t in tasks])
     mean = np.concatenate([m for m, _ in preds])
     std = np.concatenate([s for _, s in preds])

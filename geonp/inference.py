@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .allocator import release_freed_memory
-from .data.tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks
+from .data.tasks import Task, Window, coarsen_far, forecast_tasks, gap_to_context, infill_tasks
 from .errors import ConfigError, NoContextWarning
 from .models import Batch, NeuralProcess, model_from_config
 from .normalise import Normaliser
@@ -218,8 +218,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
     net, device, norm, window, targets = _setup(payload, values, meta)
     tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
-    out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(meta["frames"]), len(targets))
+    out = _fill(tasks, lambda ts: predict_tasks(net, [coarsen_far(t) for t in ts], device=device,
+                                                batch_size=meta["batch_size"]), len(meta["frames"]), len(targets))
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)

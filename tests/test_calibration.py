@@ -267,3 +267,37 @@ def test_calibration_sample__stations_keep_the_nearest_to_the_centre():
     x = (lon - np.median(lon)) * np.cos(np.deg2rad(np.median(lat)))
     d = np.hypot(x, lat - np.median(lat))
     assert d[kept].max() <= np.sort(d)[1023] + 1e-9  # the 1,024 nearest, in the input's order
+
+
+# ------------------------------------------------------------------------ targets deep inside a hole
+
+
+def _hole_task(radius: float, frames=(0.0,)):
+    xy = grid_xy(20)
+    near = np.abs(xy - 9.5).max(1) < radius  # a square hole in the middle of a unit lattice
+    xc = np.concatenate([np.c_[xy[~near], np.full((~near).sum(), t)] for t in frames])
+    xt = np.c_[xy[near], np.zeros(near.sum())]
+    return Task(xc=xc, yc=np.zeros((len(xc), 1)), xt=xt)
+
+
+def test_coarsen_far__leaves_tasks_within_reach_and_forecasts_alone():
+    from geonp.data import coarsen_far
+
+    near = _hole_task(2.0)  # every target within 2 units of the context
+    assert coarsen_far(near) is near
+    forecast = _hole_task(5.0, frames=(-1.0,))  # no context in the targets' frame
+    assert coarsen_far(forecast) is forecast
+
+
+def test_coarsen_far__puts_the_farthest_target_at_the_reach_and_keeps_the_shape():
+    from geonp.data.tasks import FAR_GAP_UNITS, coarsen_far
+
+    task = _hole_task(5.0)
+    gap = gap_to_context(task)
+    out = coarsen_far(task)
+    np.testing.assert_allclose(gap_to_context(out).max(), FAR_GAP_UNITS)
+    np.testing.assert_allclose(gap_to_context(out) * gap.max() / FAR_GAP_UNITS, gap)  # one factor for all
+    np.testing.assert_array_equal(out.xt[:, 2], task.xt[:, 2])  # time untouched
+    assert out.yc is task.yc
+    capped = coarsen_far(task, reach=0.5, max_factor=2.0)
+    np.testing.assert_allclose(gap_to_context(capped), gap / 2.0)

@@ -1,9 +1,9 @@
 """xarray/numpy data → neural-process tasks and back (no torch)."""
 
 from .sampler import SamplerConfig, TaskSampler
-from .tasks import Task, Window, forecast_tasks, gap_to_context, infill_tasks, nearest_distance
+from .tasks import Task, Window, coarsen_far, forecast_tasks, gap_to_context, infill_tasks, nearest_distance
 
 __all__ = [
-    "Window", "Task", "infill_tasks", "forecast_tasks", "gap_to_context", "nearest_distance", "SamplerConfig",
-    "TaskSampler",
+    "Window", "Task", "infill_tasks", "forecast_tasks", "gap_to_context", "nearest_distance", "coarsen_far",
+    "SamplerConfig", "TaskSampler",
 ]

@@ -14,14 +14,21 @@ Values are standardised per task by the context (see :class:`geonp.normalise.Nor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
 
-__all__ = ["Window", "Task", "make_task", "infill_tasks", "forecast_tasks", "nearest_distance", "gap_to_context"]
+__all__ = ["Window", "Task", "make_task", "infill_tasks", "forecast_tasks", "nearest_distance", "gap_to_context",
+           "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
+
+#: targets farther than this from the context of their own frame (model units) are predicted in coarser units
+FAR_GAP_UNITS = 2.5
+
+#: the most :func:`coarsen_far` coarsens the space units
+FAR_GAP_MAX_FACTOR = 3.0
 
 
 @dataclass
@@ -234,3 +241,25 @@ def gap_to_context(task: Task) -> np.ndarray:
         sel = task.xt[:, 2] == t
         out[sel] = nearest_distance(task.xt[sel, :2], task.xc[task.xc[:, 2] == t, :2])
     return out
+
+
+def coarsen_far(task: Task, reach: float = FAR_GAP_UNITS, max_factor: float = FAR_GAP_MAX_FACTOR) -> Task:
+    """``task`` in coarser space units where its farthest target lies beyond ``reach`` of the context.
+
+    The space coordinates are divided by ``f = min(max_factor, gap / reach)``, ``gap`` the largest
+    distance from a target to the context of its own frame: the network then sees that target
+    ``reach`` units from the data. The shipped weights were pretrained on holes whose centres lie
+    mostly within 4 units of the data; deeper inside a hole their prediction stops following the
+    field (docs/benchmarks.md, "Where in the ERA5 block"). Every distance shrinks by the same
+    factor, so the task keeps its shape. Tasks whose targets all lie within ``reach``, and
+    forecasts (no context in the targets' frames), are returned as they are.
+    """
+    gap = gap_to_context(task)
+    gap = gap[np.isfinite(gap)]
+    factor = min(float(max_factor), float(gap.max()) / reach) if len(gap) else 1.0
+    if factor <= 1.0:
+        return task
+    xc, xt = task.xc.copy(), task.xt.copy()
+    xc[:, :2] /= factor
+    xt[:, :2] /= factor
+    return replace(task, xc=xc, xt=xt)
