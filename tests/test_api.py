@@ -607,3 +607,18 @@ def test_infill_projected_stations_with_elevation():
     truth = 15 - 6.5e-3 * elev[gaps]
     assert np.sqrt(np.mean((out.v_mean.values[gaps] - truth) ** 2)) < 1.0  # the lapse rate is followed
     np.testing.assert_array_equal(out.v_filled.values[~gaps], st.v.values[~gaps])
+
+
+def test_infill_coarsens_only_tasks_with_targets_deep_in_a_hole(monkeypatch):
+    """A 12 x 12-cell hole is predicted in coarser units (geonp.data.coarsen_far); scattered gaps are not."""
+    import geonp.inference
+
+    ds, _ = field(nlat=24, nlon=24, times=1, keep=1.0)
+    hole = ds.copy(deep=True)
+    hole["t2m"][0, 6:18, 6:18] = np.nan
+    scattered, _ = field(nlat=24, nlon=24, times=1, keep=0.7)
+    with_coarse = [x.np.infill("t2m", tile=1000.0).t2m_mean.values for x in (hole, scattered)]
+    monkeypatch.setattr(geonp.inference, "coarsen_far", lambda task: task)
+    without = [x.np.infill("t2m", tile=1000.0).t2m_mean.values for x in (hole, scattered)]
+    assert not np.allclose(with_coarse[0], without[0], atol=1e-3)
+    np.testing.assert_allclose(with_coarse[1], without[1], rtol=1e-6)
