@@ -1,13 +1,13 @@
 """Coarser space units for targets deep inside a hole (``geonp.data.coarsen_far``), zero-shot BSA-TNP.
 
     python benchmarks/far_gaps.py                   # reach G = off, 1.5, 2, 2.5 (about 4 CPU-minutes)
-    python benchmarks/far_gaps.py --reach 2 --cap 5
+    python benchmarks/far_gaps.py --reach 2 --cap 5 --parts block --name far-gaps-cap5
 
 A task (one frame of one tile's window) whose farthest target lies more than ``G`` model units
 from the context of its own frame is predicted with its space coordinates divided by
 ``min(cap, gap / G)``. Scored on the candidates' subsets (``candidates.py``): every 4th ERA5 block
 frame (±1 h) and random frame (±3 h), and ``geonp demo``'s middle frame for seeds 0..3
-(``tiles.py``). Results: ``benchmarks/results/far-gaps.json``; the reading is in
+(``tiles.py``). Results: ``benchmarks/results/<name>.json``; the reading is in
 docs/benchmarks.md ("Coarser units deep inside holes").
 """
 
@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=3.0, help="the most the units are coarsened")
     parser.add_argument("--parts", nargs="+", default=["block", "random", "demo"],
                         choices=["block", "random", "demo"])
+    parser.add_argument("--name", default="far-gaps", help="results file name")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
@@ -59,7 +60,7 @@ def main() -> None:
                        "cpu_s": time.process_time() - c0}
                 rows.append(row)
                 print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
-    save_json("far-gaps", {"machine": machine(), "rows": rows})
+    save_json(args.name, {"machine": machine(), "rows": rows})
 
 
 if __name__ == "__main__":
