@@ -332,3 +332,20 @@ def test_calibration_waits_for_compute_and_runs_once(monkeypatch):
     eager = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init)
     np.testing.assert_allclose(got.t2m_mean.values, eager.t2m_mean.values, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got.t2m_std.values, eager.t2m_std.values, rtol=1e-5)
+
+
+def test_forecast_calibrate_true_without_history_is_a_typed_error():
+    """calibrate=True with nothing before the first initial time fails with NoDataError, lazily or not."""
+    from geonp.errors import NoDataError
+
+    d = hourly(times=8)
+    with pytest.raises(NoDataError, match="calibrate=True found nothing to calibrate on"):
+        d.np.forecast("t2m", hours=1, model="te-pt-tnp", init_time=d.time.values[0], calibrate=True,
+                      context_frames=1)
+    lazy = d.chunk({"time": 4}).np.forecast("t2m", hours=1, model="te-pt-tnp", init_time=d.time.values[0],
+                                            calibrate=True, context_frames=1)
+    with pytest.raises(NoDataError, match="pass later initial times"):
+        lazy.compute()
+    # "auto" does not try: 1 frame of history holds no initial time to calibrate on
+    auto = d.np.forecast("t2m", hours=1, model="te-pt-tnp", init_time=d.time.values[0], context_frames=1)
+    assert auto.attrs["geonp_calibrated"] == "no"
