@@ -51,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for reach in args.reach:
-        coarsen = (lambda task: task) if reach == "off" else functools.partial(
+        coarsen = (lambda task, **_: task) if reach == "off" else functools.partial(
             coarsen_far, reach=float(reach), max_factor=args.cap)
         with mock.patch.object(geonp.inference, "coarsen_far", coarsen):
             for part in args.parts:

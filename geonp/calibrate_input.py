@@ -10,8 +10,6 @@ its numbers. ``calibrate="auto"`` decides with :func:`calibration_inits` (foreca
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import dask
 import numpy as np
 import xarray as xr
@@ -24,7 +22,7 @@ from .model import DEFAULT_SETTINGS, Model, check_settings
 from .normalise import Normaliser
 from .pretrained import PRETRAINED
 
-__all__ = ["calibrate_shipped", "calibration_fields", "calibration_inits", "calibration_sample", "check_option",
+__all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
            "delayed_calibration", "forecast_calibration", "infill_calibration", "note", "shipped_name",
            "trend_weights", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS", "CALIBRATION_FIELDS",
            "CALIBRATION_VALUES"]
@@ -60,10 +58,11 @@ def infill_calibration(calibrate, model, ds: xr.Dataset, layout: geo.Layout, n_o
     shipped weights miss (docs/benchmarks.md). On grids calibration made the intervals wider
     than needed, so grids are left to the network unless ``calibrate=True``.
     """
-    if calibrate == "auto":
+    auto = calibrate == "auto"
+    if auto:
         calibrate = (shipped_name(model) is not None and len(layout.space_dims) == 1
                      and n_obs >= AUTO_CALIBRATION_POINTS)
-    return delayed_calibration(model, ds, layout, "infill", auto=False, **options) if calibrate else None
+    return delayed_calibration(model, ds, layout, "infill", auto=auto, **options) if calibrate else None
 
 
 def forecast_calibration(calibrate, model, history: xr.Dataset, layout: geo.Layout, *, lag: int,
@@ -74,10 +73,11 @@ def forecast_calibration(calibrate, model, history: xr.Dataset, layout: geo.Layo
     :data:`AUTO_CALIBRATION_INITS` initial times (:func:`calibration_inits`) with
     ``context_frames`` past frames each.
     """
-    if calibrate == "auto":
+    auto = calibrate == "auto"
+    if auto:
         calibrate = shipped_name(model) is not None and calibration_inits(
             history.sizes[layout.time], context_frames, lag) >= AUTO_CALIBRATION_INITS
-    return delayed_calibration(model, history, layout, "forecast", raw=raw, context_frames=context_frames,
+    return delayed_calibration(model, history, layout, "forecast", raw=raw, auto=auto, context_frames=context_frames,
                                **options) if calibrate else None
 
 
@@ -141,67 +141,36 @@ def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_
     return index
 
 
-def calibrate_shipped(model, ds: xr.Dataset, layout: geo.Layout, task: str, *, kind: str = "none",
-                      raw: xr.Dataset | None = None, time_window: int | None = None,
-                      context_frames: int | None = None, halo: float | None = None,
-                      tile: float | None = None, auto: bool = False) -> Model | None:
-    """Return the shipped weights ``model`` calibrated on ``ds`` itself (forward passes only, no training).
+def calibration_fields(model: str, ds: xr.Dataset, layout: geo.Layout, task: str, *, auto: bool = False,
+                       kind: str = "none", raw: xr.Dataset | None = None, time_window: int | None = None,
+                       context_frames: int | None = None, halo: float | None = None,
+                       tile: float | None = None) -> dict:
+    """The :data:`CALIBRATION_FIELDS` of shipped weights ``model`` calibrated on ``ds`` (forward passes only).
 
-    The same calibration as ``fit(steps=0)``, on the data being predicted (``calibrate=True`` of
-    infill and forecast): held-out observed points for infill (the gaps are never read); for
-    forecasts ``ds`` is the history up to the first initial time. It reads
-    :func:`calibration_sample`. ``halo`` and ``tile`` size the calibration's tasks like the
-    prediction windows they calibrate. ``auto`` (``calibrate="auto"``): return ``None`` instead of
-    raising when ``model`` is not shipped weights, or when an infill sample holds fewer than
-    :data:`AUTO_CALIBRATION_POINTS` observed values.
+    The same calibration as ``fit(steps=0)``, on the data being predicted: held-out observed
+    points for infill (the gaps are never read); for forecasts ``ds`` is the history up to the first
+    initial time (``raw``: the variable itself when ``ds`` holds departures from a ``kind``
+    reference). ``ds`` is already the bounded sample (:func:`delayed_calibration` cuts it).
+    ``halo`` and ``tile`` size the calibration's tasks like the prediction windows they calibrate.
+    Runs dask's synchronous scheduler inside, as it is itself a task of the prediction's graph.
 
     Raises
     ------
-    ConfigError
-        ``model`` is not the name of shipped weights (a fitted model is calibrated already).
     NoDataError
-        Nothing to calibrate on.
+        Nothing to calibrate on; with ``auto`` (``calibrate="auto"``) the result is ``{}`` instead:
+        the shipped weights as they are.
     """
-    name = shipped_name(model)
-    if name is None and auto:
-        return None
-    if name is None:
-        _refuse_fitted(model)
-    index = calibration_sample(ds, layout, _frames_needed(task, {"time_window": time_window,
-                                                                 "context_frames": context_frames}))
-    ds, raw = ds.isel(index), (None if raw is None else raw.isel(index))
-    if auto and task == "infill" and int(ds[layout.var].notnull().sum()) < AUTO_CALIBRATION_POINTS:
-        return None
     try:
-        fitted = fit_model(ds, layout, model=name, task=task, max_time=None, steps=0, seed=0, covariates=(),
-                           progress=False, raw_ds=raw, reference=kind, half_window=time_window,
-                           context_frames=context_frames, halo=halo, tile=tile)
+        with dask.config.set(scheduler="synchronous"):
+            fitted = fit_model(ds, layout, model=model, task=task, max_time=None, steps=0, seed=0, covariates=(),
+                               progress=False, raw_ds=raw, reference=kind, half_window=time_window,
+                               context_frames=context_frames, halo=halo, tile=tile)
     except NoDataError as exc:
+        if auto:
+            return {}
         raise NoDataError(f"calibrate=True found nothing to calibrate on ({exc}) "
                           + ("Forecasts calibrate on the frames up to the first init_time; pass later initial "
                              "times." if task == "forecast" else "Pass calibrate=False.")) from exc
-    # like the shipped weights, measure space in the typical spacing of the data being predicted, not of
-    # the sample calibrated on
-    return replace(fitted, normaliser=replace(fitted.normaliser, space_unit_km=None))
-
-
-def calibration_fields(model: str, ds: xr.Dataset, layout: geo.Layout, task: str, *, auto: bool = False,
-                       **options) -> dict:
-    """The :data:`CALIBRATION_FIELDS` of ``model`` calibrated on ``ds`` (see :func:`calibrate_shipped`).
-
-    With ``auto``, data with nothing to calibrate on give ``{}`` (the shipped weights as they are)
-    instead of a :class:`NoDataError`. Runs dask's synchronous scheduler inside, as it is itself a
-    task of the prediction's graph.
-    """
-    with dask.config.set(scheduler="synchronous"):
-        try:
-            fitted = calibrate_shipped(model, ds, layout, task, auto=auto, **options)
-        except NoDataError:
-            if auto:
-                return {}
-            raise
-    if fitted is None:
-        return {}
     values = fitted.normaliser.to_dict()
     return {k: values[k] for k in CALIBRATION_FIELDS}
 
@@ -213,11 +182,12 @@ def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *,
     Refuses at once (:class:`ConfigError`) a ``model`` that is not the name of shipped weights.
     The sample is cut here (its dask chunks, if any, are read when the task runs).
     """
-    if shipped_name(model) is None:
+    name = shipped_name(model)
+    if name is None:
         _refuse_fitted(model)
     index = calibration_sample(ds, layout, _frames_needed(task, options))
     sample_raw = None if raw is None else raw.isel(index)
-    return dask.delayed(calibration_fields, pure=True)(str(model), ds.isel(index), layout, task, raw=sample_raw,
+    return dask.delayed(calibration_fields, pure=True)(name, ds.isel(index), layout, task, raw=sample_raw,
                                                      auto=auto, **options)
 
 

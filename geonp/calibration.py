@@ -47,13 +47,14 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         t = sampler.sample(rng)
         if t.num_targets and t.num_context:
             tasks.append(t)
-    preds = predict_tasks(net, [coarsen_far(t) for t in tasks], batch_size=4)  # as prediction runs them
+    gaps = [gap_to_context(t) for t in tasks]  # model units, before any coarsening
+    preds = predict_tasks(net, [coarsen_far(t, gap=g) for t, g in zip(tasks, gaps)], batch_size=4)  # as prediction
     y = np.concatenate([t.to_data(t.yt[:, 0], t.yt[:, 0])[0] for t in tasks])
     mean = np.concatenate([m for m, _ in preds])
     std = np.concatenate([s for _, s in preds])
     if config.task == "infill":
         # weight the held-out points so their distances to the context match the data's own gaps
-        near = np.concatenate([gap_to_context(t) for t in tasks])
+        near = np.concatenate(gaps)
         w = match_weights(near, gap_distances(values, window.xy, np.random.default_rng(20_000 + seed)))
         # a nugget first (errors that do not shrink next to the data as the network's std does), then
         # factors by gap size on the combined std

@@ -218,14 +218,16 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
     net, device, norm, window, targets = _setup(payload, values, meta)
     tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
-    out = _fill(tasks, lambda ts: predict_tasks(net, [coarsen_far(t) for t in ts], device=device,
-                                                batch_size=meta["batch_size"]), len(meta["frames"]), len(targets))
+    gaps = [None if t is None else gap_to_context(t) for t in tasks]  # model units, before any coarsening
+    coarse = [None if t is None else coarsen_far(t, gap=g) for t, g in zip(tasks, gaps)]
+    out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
+                len(meta["frames"]), len(targets))
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
-        for i, t in enumerate(tasks):
-            if t is not None:
-                gap[i] = gap_to_context(t)
+        for i, g in enumerate(gaps):
+            if g is not None:
+                gap[i] = g
         out[1] *= norm.std_factor(distance=gap).astype(np.float32)
     else:
         out[1] *= norm.std_factor()

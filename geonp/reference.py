@@ -147,9 +147,9 @@ def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``weights[lead] * trend``."""
     t = trend(ds, var, time_dim, inits, leads, lag).transpose(*mean.dims)
     shape = [-1 if d == "lead_time" else 1 for d in mean.dims]
-    if isinstance(weights, dask.array.Array):  # a calibration still to run: zero weights add nothing, not NaN
-        w = weights.reshape(shape)
-        step = dask.array.where(w == 0, 0.0, t.data * w)
-    else:
-        step = t.data * np.asarray(weights, dtype=np.float64).reshape(shape)
+    # numpy weights, or a dask array while a calibration is still to run; a zero weight adds nothing, even
+    # where the trend is missing
+    w = weights if isinstance(weights, dask.array.Array) else np.asarray(weights, dtype=np.float64)
+    w = w.reshape(shape)
+    step = np.where(w == 0, 0.0, t.data * w)
     return (mean + step.astype(mean.dtype)).assign_attrs(mean.attrs)

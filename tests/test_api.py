@@ -618,7 +618,7 @@ def test_infill_coarsens_only_tasks_with_targets_deep_in_a_hole(monkeypatch):
     hole["t2m"][0, 6:18, 6:18] = np.nan
     scattered, _ = field(nlat=24, nlon=24, times=1, keep=0.7)
     with_coarse = [x.np.infill("t2m", tile=1000.0).t2m_mean.values for x in (hole, scattered)]
-    monkeypatch.setattr(geonp.inference, "coarsen_far", lambda task: task)
+    monkeypatch.setattr(geonp.inference, "coarsen_far", lambda task, **_: task)
     without = [x.np.infill("t2m", tile=1000.0).t2m_mean.values for x in (hole, scattered)]
     assert not np.allclose(with_coarse[0], without[0], atol=1e-3)
     np.testing.assert_allclose(with_coarse[1], without[1], rtol=1e-6)

@@ -301,3 +301,18 @@ def test_coarsen_far__puts_the_farthest_target_at_the_reach_and_keeps_the_shape(
     assert out.yc is task.yc
     capped = coarsen_far(task, reach=0.5, max_factor=2.0)
     np.testing.assert_allclose(gap_to_context(capped), gap / 2.0)
+
+
+def test_calibration_fields__nothing_to_calibrate_on():
+    """calibrate=True says there is nothing to calibrate on; "auto" falls back to the shipped weights ({})."""
+    from geonp import geo
+    from geonp.calibrate_input import calibration_fields
+    from geonp.errors import NoDataError
+
+    t = pd.date_range("2020-01-01", periods=3, freq="h")
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), np.full((3, 4, 5), np.nan))},
+                    coords={"time": t, "lat": [50.0, 50.5, 51.0, 51.5], "lon": [0.0, 0.5, 1.0, 1.5, 2.0]})
+    layout = geo.describe(ds, "v")[1]
+    assert calibration_fields("te-pt-tnp", ds, layout, "infill", auto=True) == {}
+    with pytest.raises(NoDataError, match=r"calibrate=True found nothing to calibrate on .*Pass calibrate=False"):
+        calibration_fields("te-pt-tnp", ds, layout, "infill")

@@ -319,8 +319,8 @@ def test_calibration_waits_for_compute_and_runs_once(monkeypatch):
     import geonp.calibrate_input
 
     calls = []
-    real = geonp.calibrate_input.calibrate_shipped
-    monkeypatch.setattr(geonp.calibrate_input, "calibrate_shipped", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = geonp.calibrate_input.calibration_fields
+    monkeypatch.setattr(geonp.calibrate_input, "calibration_fields", lambda *a, **k: calls.append(1) or real(*a, **k))
     d = hourly(times=72)
     init = d.time.values[[60, 62]]
     lazy = d.chunk({"time": 12}).np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init,

@@ -243,7 +243,8 @@ def gap_to_context(task: Task) -> np.ndarray:
     return out
 
 
-def coarsen_far(task: Task, reach: float = FAR_GAP_UNITS, max_factor: float = FAR_GAP_MAX_FACTOR) -> Task:
+def coarsen_far(task: Task, reach: float = FAR_GAP_UNITS, max_factor: float = FAR_GAP_MAX_FACTOR,
+                gap: np.ndarray | None = None) -> Task:
     """``task`` in coarser space units where its farthest target lies beyond ``reach`` of the context.
 
     The space coordinates are divided by ``f = min(max_factor, gap / reach)``, ``gap`` the largest
@@ -252,9 +253,10 @@ def coarsen_far(task: Task, reach: float = FAR_GAP_UNITS, max_factor: float = FA
     mostly within 4 units of the data; deeper inside a hole their prediction stops following the
     field (docs/benchmarks.md, "Where in the ERA5 block"). Every distance shrinks by the same
     factor, so the task keeps its shape. Tasks whose targets all lie within ``reach``, and
-    forecasts (no context in the targets' frames), are returned as they are.
+    forecasts (no context in the targets' frames), are returned as they are. ``gap``: the task's
+    :func:`gap_to_context`, when the caller has it already.
     """
-    gap = gap_to_context(task)
+    gap = gap_to_context(task) if gap is None else np.asarray(gap)
     gap = gap[np.isfinite(gap)]
     factor = min(float(max_factor), float(gap.max()) / reach) if len(gap) else 1.0
     if factor <= 1.0:
