@@ -129,6 +129,7 @@ def infill(
     halo: float | None = None,
     tile: float | None = None,
     time_window: int | None = None,
+    frames_per_task: int | str | None = None,
     batch_size: int = 8,
     calibrate: bool | str = "auto",
 ) -> xr.Dataset:
@@ -136,11 +137,11 @@ def infill(
     from . import calibrate_input
 
     calibrate_input.check_option(calibrate, model)
-    check_settings(halo=halo, tile=tile, half_window=time_window)
+    check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task)
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     windows = {"halo": halo, "tile": tile}
-    m = with_settings(resolve_model(model), half_window=time_window, **windows)
+    m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds)

@@ -22,10 +22,12 @@ import numpy as np
 import xarray as xr
 
 from . import frames, geo, timeaxis
+from .data.tasks import frame_groups
 from .errors import ConfigError
 from .frames import Frame
 from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
+from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
 
@@ -181,6 +183,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     tiles = output_blocks(problem.target, chunks, cells)
     windows = block_windows(problem, tiles, halo_km, cells, tile)
     fchunks = _frame_chunks(T, frames_per_block)
+    group = frames_per_task(settings.get("frames_per_task", 1), half)
     n_blocks = sum(map(len, windows)) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
     norm = _block_norm(problem, calibration)
@@ -191,7 +194,8 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     tile_pos = block_positions(tiles)
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for fi, fr in enumerate(fchunks):
-            lo, hi = max(0, fr[0] - half), min(T, fr[-1] + half + 1)
+            fgroups = frame_groups(fr, group, T)
+            lo, hi = max(0, fgroups[0][0] - half), min(T, fgroups[-1][-1] + half + 1)
             for (slices, _), groups, pos in zip(tiles, windows, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
                 parts = []
@@ -200,7 +204,8 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                     m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
                          "half_window": half_units, "norm": norm,
                          "tile_shape": shape if sub is None else (len(sub),), "device": device,
-                         "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
+                         "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None,
+                         "groups": [g - lo for g in fgroups] if group > 1 else None}
                     parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
                 blk = combine(parts, groups, (len(fr), *shape), 1)
                 full = (1,) * len(e) + (len(fr),) + shape

@@ -102,6 +102,15 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
 _NAME_OR_PATH = "shipped model name (bsa-tnp, default; te-pt-tnp) or the path of a model saved by `geonp fit`"
 
 
+def _frames_per_task(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of frames or 'auto'") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="geonp", description="Infill and forecast gridded or station data with transformer neural processes.")
@@ -115,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--targets", metavar="PATH", help="predict at the coordinates of this file instead of the gaps")
     _predict_options(p)
     p.add_argument("--time-window", type=int, metavar="N", help="frames each side of a target frame used as context")
+    p.add_argument("--frames-per-task", type=_frames_per_task, metavar="K",
+                   help="consecutive frames predicted as one task from a shared context, or 'auto' (the default: "
+                        "3 when the time window is 3 or more, else 1)")
 
     p = sub.add_parser("forecast", help="forecast a variable up to --hours ahead",
                        description="Forecast a variable at every lead time up to --hours after the initial time(s) "
@@ -227,8 +239,8 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
-                            time_window=args.time_window, batch_size=args.batch_size,
-                            calibrate="auto" if args.calibrate is None else args.calibrate)
+                            time_window=args.time_window, frames_per_task=args.frames_per_task,
+                            batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate)
     _write(result, out, args, history, start)
 
 

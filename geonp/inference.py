@@ -178,18 +178,26 @@ def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
     return window, np.arange(n_ctx, n_ctx + n_tgt)
 
 
-def _fill(tasks, preds_of, n_out: int, n_tgt: int) -> np.ndarray:
+def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None) -> np.ndarray:
+    """Predict the tasks that are not ``None`` into ``[2, n_out, n_tgt]`` (NaN elsewhere).
+
+    ``places[i]``: where task ``i``'s targets go, as ``(output row, slice of its targets)``
+    pairs; by default task ``i`` fills row ``i``.
+    """
+    places = places or [[(i, slice(None))] for i in range(len(tasks))]
     out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)
     real = [i for i, t in enumerate(tasks) if t is not None]
-    if len(real) < len(tasks):
+    empty = sum(len(places[i]) for i, t in enumerate(tasks) if t is None)
+    if empty:
         warnings.warn(
-            f"{len(tasks) - len(real)} of {len(tasks)} frames of a block have no observation within their window "
+            f"{empty} of {n_out} frames of a block have no observation within their window "
             f"({n_tgt} points each): their mean and std are NaN. Widen time_window= (or context_frames=) or "
             "halo= to predict them.", NoContextWarning, stacklevel=2,
         )
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
-        out[0, i], out[1, i] = mean.reshape(n_tgt), std.reshape(n_tgt)
+        for row, part in places[i]:
+            out[0, row], out[1, row] = mean[part].reshape(n_tgt), std[part].reshape(n_tgt)
     return out
 
 
@@ -213,25 +221,41 @@ def _releasing_memory(block):
     return run
 
 
+def _group_places(groups: Sequence[np.ndarray], frames: np.ndarray, n_tgt: int) -> list[list[tuple[int, slice]]]:
+    """Where each frame group's targets go: the block's row of each of its frames that the block holds."""
+    row = {int(f): r for r, f in enumerate(frames)}
+    return [[(row[int(f)], slice(k * n_tgt, (k + 1) * n_tgt)) for k, f in enumerate(g) if int(f) in row]
+            for g in groups]
+
+
 @_releasing_memory
 def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
-    """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32)."""
+    """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32).
+
+    ``meta["groups"]`` (optional): the frame groups to predict as one task each (window frame
+    indices, :func:`geonp.data.frame_groups`); they may hold frames outside the block's
+    ``meta["frames"]``, whose predictions are dropped.
+    """
     net, device, norm, window, targets = _setup(payload, values, meta)
-    tasks = infill_tasks(window, meta["frames"], targets, norm, meta["half_window"], skip_empty=True)
+    frames, n_tgt = np.asarray(meta["frames"]), len(targets)
+    groups = meta.get("groups") or [np.array([f]) for f in frames]
+    places = _group_places(groups, frames, n_tgt)
+    tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
     gaps = [None if t is None else gap_to_context(t) for t in tasks]  # model units, before any coarsening
     coarse = [None if t is None else coarsen_far(t, gap=g) for t, g in zip(tasks, gaps)]
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(meta["frames"]), len(targets))
+                len(frames), n_tgt, places)
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
-        for i, g in enumerate(gaps):
-            if g is not None:
-                gap[i] = g
+        for g, where in zip(gaps, places):
+            for row, part in where:
+                if g is not None:
+                    gap[row] = g[part]
         out[1] *= norm.std_factor(distance=gap).astype(np.float32)
     else:
         out[1] *= norm.std_factor()
-    return out.reshape(2, len(meta["frames"]), *meta["tile_shape"])
+    return out.reshape(2, len(frames), *meta["tile_shape"])
 
 
 @_releasing_memory

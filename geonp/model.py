@@ -30,7 +30,7 @@ from .errors import (
 from .models import NeuralProcess, model_names
 from .normalise import Normaliser
 
-__all__ = ["Model", "load_model", "resolve_model", "DEFAULT_SETTINGS"]
+__all__ = ["Model", "load_model", "resolve_model", "DEFAULT_SETTINGS", "frames_per_task"]
 
 #: prediction windows (frames / model units) used unless a model says otherwise
 DEFAULT_SETTINGS = {
@@ -38,6 +38,7 @@ DEFAULT_SETTINGS = {
     "context_frames": 4,  # forecast: frames up to the initial time used as context
     "halo": 3.0,  # space halo around each output tile, in model space units
     "tile": 8.0,  # edge of the tiles a grid is predicted in (stations: groups), in model space units
+    "frames_per_task": "auto",  # infill: consecutive frames predicted as one task (see frames_per_task())
     "reference": "auto",  # forecast: what the network forecasts a departure from (geonp.reference)
 }
 
@@ -222,7 +223,7 @@ def resolve_model(model: str | os.PathLike | Model) -> Model:
 
 
 #: the smallest value of each integer prediction setting
-_SETTING_MINIMUM = {"half_window": 0, "context_frames": 1}
+_SETTING_MINIMUM = {"half_window": 0, "context_frames": 1, "frames_per_task": 1}
 
 
 def check_settings(**settings: Any) -> dict:
@@ -244,13 +245,31 @@ def check_settings(**settings: Any) -> dict:
                                   f"units (typical spacings), e.g. {key}={example}.")
             new[key] = float(v)
     for key, low in _SETTING_MINIMUM.items():
-        if key in new:
+        if key in new and not (key == "frames_per_task" and isinstance(new[key], str) and new[key] == "auto"):
             v = new[key]
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 name = "time_window" if key == "half_window" else key
-                raise ConfigError(f"{name}={v!r}; expected a whole number of frames >= {low}.")
+                also = " or 'auto'" if key == "frames_per_task" else ""
+                raise ConfigError(f"{name}={v!r}; expected a whole number of frames >= {low}{also}.")
             new[key] = int(v)
     return new
+
+
+#: ``frames_per_task="auto"`` groups this many frames once ``time_window`` is at least as large
+AUTO_FRAMES_PER_TASK = 3
+
+
+def frames_per_task(setting: int | str, half_window: int) -> int:
+    """The frames one infill task predicts under ``setting`` with ``half_window`` frames each side.
+
+    ``"auto"``: :data:`AUTO_FRAMES_PER_TASK` when ``half_window`` is at least that (each frame
+    then keeps ``half_window − 1`` or more frames of context on each side), else 1: three frames
+    per task cost about half the CPU of one at ±3 frames (docs/benchmarks.md, "Frame groups").
+    Never more than ``2·half_window + 1``, so every frame lies in its group's window.
+    """
+    if setting == "auto":
+        setting = AUTO_FRAMES_PER_TASK if half_window >= AUTO_FRAMES_PER_TASK else 1
+    return max(1, min(int(setting), 2 * int(half_window) + 1))
 
 
 def with_settings(model: Model, **settings: Any) -> Model:

@@ -232,9 +232,9 @@ class Normaliser:
 
         One least-squares fit of the context values on an intercept per frame (frames are the
         distinct context times ``tc``) and, where :meth:`elevation_fit` would fit one, the same
-        elevation powers. The targets get the intercept of their frame. ``None`` (so the task is
+        elevation powers. Each target gets the intercept of its own frame. ``None`` (so the task is
         standardised as a whole) unless ``frame_means`` is on, the context spans two or more frames,
-        every target lies on one context frame with at least :data:`MIN_FRAME_POINTS` points, and
+        every target lies on a context frame with at least :data:`MIN_FRAME_POINTS` points, and
         the frame means spread more than :data:`FRAME_MEANS_RATIO` times the residuals within the
         frames. Jumps that large (a seasonal cycle between monthly frames: 2–6 times the spread on
         the Colorado stations) are what a stationary space-time prior cannot produce; smaller
@@ -245,8 +245,8 @@ class Normaliser:
         if not self.frame_means or len(tt) == 0:
             return None
         frames, inv, counts = np.unique(tc, return_inverse=True, return_counts=True)
-        at = np.flatnonzero(frames == tt[0])
-        if len(frames) < 2 or len(at) != 1 or (tt != tt[0]).any() or counts[at[0]] < MIN_FRAME_POINTS:
+        at = np.searchsorted(frames, tt).clip(0, len(frames) - 1)  # each target's context frame
+        if len(frames) < 2 or (frames[at] != tt).any() or (counts[np.unique(at)] < MIN_FRAME_POINTS).any():
             return None
         design = np.eye(len(frames))[inv]
         trend = self.elevation_fit(yc, ec) is not None and et is not None and np.isfinite(et).all()
@@ -258,7 +258,7 @@ class Normaliser:
         fitted = design @ coef
         if np.std(coef[: len(frames)]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
-        off_t = np.full(len(tt), coef[at[0]])
+        off_t = coef[at]
         if trend:
             off_t = off_t + sum(c * ((np.asarray(et, dtype=np.float64) - e0) / 1000.0) ** k
                                 for k, c in zip(powers, coef[len(frames):]))

@@ -140,12 +140,23 @@ def test_frame_offsets__only_where_they_apply():
     small, *_ = _seasonal_frames(np.random.default_rng(7), jumps=(0.0, 0.1, 0.2, 0.1, 0.0))
     assert norm.frame_offsets(small, t, e, tt, e1[:4]) is None  # the model's time kernel handles these
     assert norm.frame_offsets(y, t, e, np.full(4, 9.0), e1[:4]) is None  # a forecast: no context on that frame
-    assert norm.frame_offsets(y, t, e, np.array([1.0, 2.0, 2.0, 2.0]), e1[:4]) is None  # targets on two frames
+    assert norm.frame_offsets(y, t, e, np.array([2.0, 2.0, 9.0, 2.0]), e1[:4]) is None  # one target off them
     keep = (t != 2.0) | (np.arange(len(t)) % 60 < 4)  # 4 points left on the target frame
     assert norm.frame_offsets(y[keep], t[keep], e[keep], tt, e1[:4]) is None
     assert Normaliser(frame_means=False).frame_offsets(y, t, e, tt, e1[:4]) is None
     off_c, off_t = norm.frame_offsets(y, t, None, tt, None)  # without elevations: the frame means only
     np.testing.assert_allclose(off_t, np.full(4, y[t == 2.0].mean()))
+
+
+def test_frame_offsets__targets_on_several_frames_get_their_own_frame_means():
+    """Targets of one task on two frames (frame groups): each gets what it would get alone."""
+    y, t, e, _, e1 = _seasonal_frames(np.random.default_rng(7))
+    norm, tt = Normaliser(), np.array([1.0, 2.0, 2.0, 1.0])
+    off_c, off_t = norm.frame_offsets(y, t, e, tt, e1[:4])
+    for f in (1.0, 2.0):
+        alone_c, alone_t = norm.frame_offsets(y, t, e, np.full(4, f), e1[:4])
+        np.testing.assert_allclose(off_c, alone_c)
+        np.testing.assert_allclose(off_t[tt == f], alone_t[tt == f])
 
 
 def test_frame_means__saved_models_without_the_field_keep_the_old_standardisation():

@@ -5,7 +5,8 @@ point's model-space coordinates. Tasks built from it are what the models predict
 
 * **infill** – one task per target frame ``i``: the context is every finite value of frames
   ``j`` with ``|t_j − t_i| ≤ half_window`` (model time units), the targets are the requested
-  points of frame ``i``;
+  points of frame ``i``; or one task per *frame group* of consecutive frames, sharing the
+  context around the group's centre time (:func:`frame_groups`);
 * **forecast** – one task per initial frame ``i``: the context is every finite value of frames
   ``i − window + 1 … i``, the targets are the requested points at each lead.
 
@@ -21,7 +22,7 @@ import numpy as np
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
 
-__all__ = ["Window", "Task", "make_task", "infill_tasks", "forecast_tasks", "nearest_distance", "gap_to_context",
+__all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance", "gap_to_context",
            "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
 
 #: targets farther than this from the context of their own frame (model units) are predicted in coarser units
@@ -150,32 +151,51 @@ def infill_tasks(
     *,
     skip_empty: bool = False,
 ) -> list[Task | None]:
-    """One infill task per frame index in ``frames``, predicting points ``targets`` of that frame.
+    """One infill task per entry of ``frames``, predicting points ``targets`` of its frame(s).
 
-    With ``skip_empty=True`` a frame with no observation within ``half_window`` gets ``None``.
+    An entry is a frame index, or a sequence of frame indices predicted together (a *frame
+    group*: :func:`frame_groups`). The context is every finite value of the frames within
+    ``half_window`` (model time units) of the entry's centre time, the mean time of its frames;
+    the targets are ``targets`` on each of its frames in turn (``[frame, point]``). With
+    ``skip_empty=True`` an entry with no observation in its window gets ``None``.
 
     Raises
     ------
     EmptyContextError
-        A frame has no observation within ``half_window`` (in model time units).
+        An entry has no observation within ``half_window`` (in model time units).
     """
     cov = window.covariates(norm)
+    et = None if window.elevation is None else window.elevation[targets]
     tasks = []
-    for i in frames:
-        near = np.flatnonzero(np.abs(window.t - window.t[i]) <= half_window + 1e-9)
+    for entry in frames:
+        group = np.atleast_1d(np.asarray(entry, dtype=np.int64))
+        centre = float(np.mean(window.t[group]))
+        near = np.flatnonzero(np.abs(window.t - centre) <= half_window + 1e-9)
         xc, yc, zc, ec = _context(window, near, cov)
         if len(yc) == 0:
             if skip_empty:
                 tasks.append(None)
                 continue
             raise EmptyContextError(
-                f"no observation within {half_window:g} time steps of frame {i} of this window; expected at least "
-                "one. Drop all-missing periods first or use a larger time window (time_window=)."
+                f"no observation within {half_window:g} time steps of frame(s) {group.tolist()} of this window; "
+                "expected at least one. Drop all-missing periods first or use a larger time window (time_window=)."
             )
-        et = None if window.elevation is None else window.elevation[targets]
-        tasks.append(make_task(norm, xc, yc, zc, ec, _points(window.xy, window.t[i], targets),
-                               None if cov is None else cov[i, targets], et))
+        xt = np.concatenate([_points(window.xy, window.t[i], targets) for i in group])
+        zt = None if cov is None else np.concatenate([cov[i, targets] for i in group])
+        tasks.append(make_task(norm, xc, yc, zc, ec, xt, zt, None if et is None else np.tile(et, len(group))))
     return tasks
+
+
+def frame_groups(frames: np.ndarray, size: int, num_frames: int) -> list[np.ndarray]:
+    """The frame groups that hold ``frames``: absolute indices ``g·size … g·size + size − 1``.
+
+    Groups depend only on the absolute frame index (clipped to the ``num_frames`` frames of the
+    data), so a chunked prediction cuts the same groups as an unchunked one. Returns the whole
+    groups, in order, including their frames outside ``frames``.
+    """
+    size = max(1, int(size))
+    ids = np.unique(np.asarray(frames, dtype=np.int64) // size)
+    return [np.arange(g * size, min(g * size + size, num_frames)) for g in ids]
 
 
 def forecast_tasks(

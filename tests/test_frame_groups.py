@@ -1,0 +1,143 @@
+"""Frame groups (``frames_per_task=``): consecutive infill frames predicted from one shared context."""
+
+import pyproj  # isort: skip
+
+import numpy as np
+import pytest
+import torch
+from test_api import field, stations
+
+import geonp  # noqa: F401  registers ds.np
+from geonp.data import Window, frame_groups, infill_tasks
+from geonp.errors import ConfigError
+from geonp.inference import predict_tasks
+from geonp.models import build_model
+from geonp.normalise import Normaliser
+
+
+def _window(frames=7, points=12, seed=0):
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((frames, points))
+    values[rng.random(values.shape) < 0.3] = np.nan
+    xy = rng.random((points, 2)) * 4
+    t = np.arange(frames, dtype=float)
+    return Window(values=values, xy=xy, t=t, hours=t, lon=np.zeros(points))
+
+
+def test_frame_groups__cut_by_absolute_index_whatever_the_frames_asked():
+    """The groups of a block depend only on absolute frame indices: a chunk cuts the same groups."""
+    got = frame_groups(np.array([4, 5, 6, 7]), 3, 10)
+    assert [g.tolist() for g in got] == [[3, 4, 5], [6, 7, 8]]
+    assert [g.tolist() for g in frame_groups(np.array([9]), 3, 10)] == [[9]]  # the last group is clipped
+    assert [g.tolist() for g in frame_groups(np.arange(3), 1, 3)] == [[0], [1], [2]]
+
+
+def test_infill_tasks__a_group_shares_the_context_around_its_centre():
+    """Context: the frames within the window of the group's centre time; targets: each frame's points in turn."""
+    w, targets, norm = _window(), np.array([0, 3, 5]), Normaliser(frame_means=False)
+    (task,) = infill_tasks(w, [np.array([2, 3, 4])], targets, norm, 1.0)
+    assert sorted(np.unique(task.xc[:, 2]).tolist()) == [2.0, 3.0, 4.0]  # within 1 of the centre, frame 3
+    np.testing.assert_array_equal(task.xt[:, 2], np.repeat([2.0, 3.0, 4.0], 3))
+    np.testing.assert_array_equal(task.xt[:3, :2], w.xy[targets])
+    (alone,) = infill_tasks(w, [3], targets, norm, 1.0)  # the centre frame alone: the same context
+    np.testing.assert_array_equal(alone.xc, task.xc)
+    (single,) = infill_tasks(w, [np.array([5])], targets, norm, 1.0)  # a group of one is a frame
+    (plain,) = infill_tasks(w, [5], targets, norm, 1.0)
+    np.testing.assert_array_equal(single.xc, plain.xc)
+    np.testing.assert_array_equal(single.xt, plain.xt)
+
+
+def test_predictions_of_a_target_do_not_depend_on_the_other_targets():
+    """What frame groups rely on: a block keeps only its own frames of a group task."""
+    w, targets, norm = _window(), np.arange(12), Normaliser(frame_means=False)
+    net = build_model("bsa-tnp", preset="small", space_dims=2, time_dims=1).eval()
+    torch.manual_seed(0)
+    (group,) = infill_tasks(w, [np.array([2, 3, 4])], targets, norm, 1.0)
+    (mean, std), = predict_tasks(net, [group])
+    part = type(group)(xc=group.xc, yc=group.yc, xt=group.xt[12:24], shift=group.shift, scale=group.scale)
+    (m1, s1), = predict_tasks(net, [part])
+    np.testing.assert_allclose(m1, mean[12:24], atol=1e-5)
+    np.testing.assert_allclose(s1, std[12:24], atol=1e-5)
+
+
+@pytest.mark.parametrize("chunks", [{"time": 1}, {"time": 2, "latitude": 4}, {"time": 4}])
+def test_frame_groups__chunked_equals_unchunked(chunks):
+    """Blocks that cut a group in two still predict it from the group's whole context."""
+    ds, _ = field(times=7)
+    full = ds.np.infill("t2m", halo=1000.0, time_window=2, frames_per_task=3)
+    lazy = ds.np.infill("t2m", halo=1000.0, time_window=2, frames_per_task=3, chunks=chunks)
+    np.testing.assert_allclose(lazy.t2m_mean.compute(), full.t2m_mean, atol=2e-4)
+    np.testing.assert_allclose(lazy.t2m_std.compute(), full.t2m_std, atol=2e-4)
+
+
+def test_frame_groups__change_only_the_context_windows():
+    """One frame per task is the per-frame infill; groups give close, not identical, answers."""
+    ds, truth = field(times=6)
+    one = ds.np.infill("t2m", time_window=2, frames_per_task=1)
+    default = ds.np.infill("t2m", time_window=2)
+    np.testing.assert_array_equal(one.t2m_mean.values, default.t2m_mean.values)
+    grouped = ds.np.infill("t2m", time_window=2, frames_per_task=3)
+    gaps = ds.t2m.isnull().values
+    diff = np.abs(grouped.t2m_mean.values - one.t2m_mean.values)[gaps]
+    assert 0 < diff.max() < 0.5 * np.nanstd(ds.t2m.values)
+    rmse = np.sqrt(np.mean((grouped.t2m_mean.values[gaps] - truth[gaps]) ** 2))
+    assert rmse < 0.5 * np.nanstd(ds.t2m.values)
+
+
+def test_frame_groups__stations_with_frame_means():
+    """Station groups keep each frame's own mean (Normaliser.frame_offsets on several target frames)."""
+    st = stations(times=6)
+    out = st.np.infill("tmax", time_window=2, frames_per_task=3, calibrate=False)
+    gaps = st.tmax.isnull().values
+    assert np.isfinite(out.tmax_mean.values[gaps]).all()
+    # the frames rise by 1 °C each month: each frame's predictions follow its own level
+    means = np.nanmean(np.where(gaps, out.tmax_mean.values, np.nan), axis=1)
+    assert (np.diff(means) > 0.5).all()
+
+
+def test_frame_groups__no_time_axis_is_one_frame():
+    ds, _ = field(times=1)
+    a = ds.isel(time=0).np.infill("t2m", frames_per_task=4)
+    b = ds.isel(time=0).np.infill("t2m")
+    np.testing.assert_array_equal(a.t2m_mean.values, b.t2m_mean.values)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, True, "3"])
+def test_frame_groups__bad_size(small_field, bad):
+    with pytest.raises(ConfigError, match="frames_per_task=.*expected a whole number of frames >= 1"):
+        small_field.np.infill("t2m", frames_per_task=bad)
+
+
+@pytest.fixture(scope="module")
+def small_field():
+    return field(times=2)[0]
+
+
+def test_frames_per_task__auto_groups_three_frames_from_a_window_of_three():
+    from geonp.model import frames_per_task
+
+    assert [frames_per_task("auto", h) for h in (0, 1, 2, 3, 6)] == [1, 1, 1, 3, 3]
+    assert frames_per_task(5, 1) == 3  # never beyond the window: every frame stays in its group's context
+    assert frames_per_task(4, 0) == 1
+    ds, _ = field(times=8)
+    auto = ds.np.infill("t2m", time_window=3)
+    three = ds.np.infill("t2m", time_window=3, frames_per_task=3)
+    np.testing.assert_array_equal(auto.t2m_mean.values, three.t2m_mean.values)
+
+
+def test_cli__frames_per_task(tmp_path, capsys):
+    from geonp.cli import main
+
+    ds, _ = field(times=4)
+    src = tmp_path / "in.nc"
+    ds.to_netcdf(src)
+    main(["infill", str(src), "--out", str(tmp_path / "a.zarr"), "--frames-per-task", "2", "--quiet"])
+    main(["infill", str(src), "--out", str(tmp_path / "b.zarr"), "--frames-per-task", "auto", "--quiet"])
+    ref = ds.np.infill("t2m", frames_per_task=2)
+    import xarray as xr
+
+    np.testing.assert_allclose(xr.open_zarr(tmp_path / "a.zarr").t2m_mean, ref.t2m_mean, atol=1e-5)
+    with pytest.raises(SystemExit) as exc:
+        main(["infill", str(src), "--out", str(tmp_path / "c.zarr"), "--frames-per-task", "two"])
+    assert exc.value.code != 0
+    assert "geonp: error:" in capsys.readouterr().err and not (tmp_path / "c.zarr").exists()
