@@ -30,20 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import realdata_tasks as rt  # noqa: E402
 from _common import machine, save_json  # noqa: E402
 from realdata import _masked_era5  # noqa: E402
+from realdata import era5_infill_scores as _scores  # noqa: E402
 
 import geonp  # noqa: E402, F401  (the accessor)
 
 TW = 3
-
-
-def _scores(da, pred, frames, kind) -> dict:
-    rows = []
-    for i in frames:
-        _, scored = rt.era5_infill_mask(int(i), kind=kind)
-        tt = da.time.values[i]
-        rows.append(rt.scores(da.sel(time=tt).values[scored], pred.t2m_mean.sel(time=tt).values[scored],
-                              pred.t2m_std.sel(time=tt).values[scored]))
-    return {key: float(np.mean([r[key] for r in rows])) for key in ("rmse", "nll", "coverage")}
 
 
 def _week(k: int) -> dict:

@@ -66,6 +66,17 @@ def _fit(ds, var, task, cpu, **kw):
     return model, {**_since(start), "steps": model.metadata["steps"], "covariates": list(model.normaliser.covariates)}
 
 
+def era5_infill_scores(da: xr.DataArray, pred: xr.Dataset, frames, kind: str) -> dict:
+    """Mean scores of ``pred`` (an infill of ``_masked_era5(kind)``) on the hidden cells of ``frames``."""
+    rows = []
+    for i in frames:
+        _, scored = rt.era5_infill_mask(int(i), kind=kind)
+        tt = da.time.values[i]
+        rows.append(rt.scores(da.sel(time=tt).values[scored], pred.t2m_mean.sel(time=tt).values[scored],
+                              pred.t2m_std.sel(time=tt).values[scored]))
+    return _mean_scores(rows)
+
+
 def era5_infill(args) -> dict:
     da = rt.load_era5()
     ev = rt.era5_eval_times(args.step_hours)
@@ -90,13 +101,8 @@ def era5_infill(args) -> dict:
         for label, (model, calibrate) in models.items():
             start = _clock()
             pred = masked.np.infill("t2m", model=model, time_window=args.time_window, calibrate=calibrate)
-            rows = []
-            for i in ev:
-                _, scored = rt.era5_infill_mask(int(i), kind=kind)
-                tt = da.time.values[i]
-                rows.append(rt.scores(da.sel(time=tt).values[scored], pred.t2m_mean.sel(time=tt).values[scored],
-                                      pred.t2m_std.sel(time=tt).values[scored]))
-            res = {**_mean_scores(rows), **_since(start), "frames_predicted": int(masked.sizes["time"])}
+            res = {**era5_infill_scores(da, pred, ev, kind), **_since(start),
+                   "frames_predicted": int(masked.sizes["time"])}
             out["results"][f"{kind}/{label}"] = res
             print(kind, label, {k: round(v, 3) for k, v in res.items()}, flush=True)
     return out

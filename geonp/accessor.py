@@ -54,7 +54,8 @@ class GeonpAccessor:
             ``g·k … g·k + k − 1``) as one task, from the frames within ``time_window`` of the
             run's centre: the frames share one encoding of their context. ``1``: one task per
             frame, each frame's context centred on it. ``"auto"`` (the default): 3 when
-            ``time_window`` is 3 or more, else 1 (:func:`geonp.model.frames_per_task`).
+            ``time_window`` is 3 or more, else 1; always 1 for TE-PT-TNP
+            (:func:`geonp.model.frames_per_task`).
         calibrate : bool or "auto", default "auto"
             First calibrate the shipped weights on the input itself (a nugget and the std per gap
             size, from held-out observed values; the gaps are never read), reading at most a

@@ -183,7 +183,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     tiles = output_blocks(problem.target, chunks, cells)
     windows = block_windows(problem, tiles, halo_km, cells, tile)
     fchunks = _frame_chunks(T, frames_per_block)
-    group = frames_per_task(settings.get("frames_per_task", 1), half)
+    group = frames_per_task(settings.get("frames_per_task", 1), half, payload.name)
     n_blocks = sum(map(len, windows)) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
     norm = _block_norm(problem, calibration)

@@ -126,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-window", type=int, metavar="N", help="frames each side of a target frame used as context")
     p.add_argument("--frames-per-task", type=_frames_per_task, metavar="K",
                    help="consecutive frames predicted as one task from a shared context, or 'auto' (the default: "
-                        "3 when the time window is 3 or more, else 1)")
+                        "3 when the time window is 3 or more and the model is not te-pt-tnp, else 1)")
 
     p = sub.add_parser("forecast", help="forecast a variable up to --hours ahead",
                        description="Forecast a variable at every lead time up to --hours after the initial time(s) "

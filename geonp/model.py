@@ -258,17 +258,22 @@ def check_settings(**settings: Any) -> dict:
 #: ``frames_per_task="auto"`` groups this many frames once ``time_window`` is at least as large
 AUTO_FRAMES_PER_TASK = 3
 
+#: models whose context encoding is linear in the context (pseudo-tokens): ``"auto"`` does not group
+_LINEAR_CONTEXT = frozenset({"te-pt-tnp"})
 
-def frames_per_task(setting: int | str, half_window: int) -> int:
-    """The frames one infill task predicts under ``setting`` with ``half_window`` frames each side.
+
+def frames_per_task(setting: int | str, half_window: int, model: str = "bsa-tnp") -> int:
+    """The frames one infill task of ``model`` predicts under ``setting``, ``half_window`` frames each side.
 
     ``"auto"``: :data:`AUTO_FRAMES_PER_TASK` when ``half_window`` is at least that (each frame
-    then keeps ``half_window − 1`` or more frames of context on each side), else 1: three frames
-    per task cost about half the CPU of one at ±3 frames (docs/benchmarks.md, "Frame groups").
-    Never more than ``2·half_window + 1``, so every frame lies in its group's window.
+    then keeps ``half_window − 1`` or more frames of context on each side) and the model's
+    context stream is quadratic in the context (all but TE-PT-TNP), else 1. For BSA-TNP three
+    frames per task cost about half the CPU of one at ±3 frames for about 1 % in RMSE; TE-PT-TNP,
+    cheap already, lost 4 % (docs/benchmarks.md, "Frame groups"). Never more than
+    ``2·half_window + 1``, so every frame lies in its group's window.
     """
     if setting == "auto":
-        setting = AUTO_FRAMES_PER_TASK if half_window >= AUTO_FRAMES_PER_TASK else 1
+        setting = AUTO_FRAMES_PER_TASK if half_window >= AUTO_FRAMES_PER_TASK and model not in _LINEAR_CONTEXT else 1
     return max(1, min(int(setting), 2 * int(half_window) + 1))
 
 

@@ -119,6 +119,7 @@ def test_frames_per_task__auto_groups_three_frames_from_a_window_of_three():
     assert [frames_per_task("auto", h) for h in (0, 1, 2, 3, 6)] == [1, 1, 1, 3, 3]
     assert frames_per_task(5, 1) == 3  # never beyond the window: every frame stays in its group's context
     assert frames_per_task(4, 0) == 1
+    assert frames_per_task("auto", 3, "te-pt-tnp") == 1 and frames_per_task(3, 3, "te-pt-tnp") == 3
     ds, _ = field(times=8)
     auto = ds.np.infill("t2m", time_window=3)
     three = ds.np.infill("t2m", time_window=3, frames_per_task=3)
