@@ -5,6 +5,7 @@ from .tasks import (Task, Window, coarsen_far, forecast_tasks, frame_groups, gap
                     nearest_distance)
 
 __all__ = [
-    "Window", "Task", "infill_tasks", "frame_groups", "forecast_tasks", "gap_to_context", "nearest_distance", "coarsen_far",
+    "Window", "Task", "infill_tasks", "frame_groups", "forecast_tasks", "gap_to_context", "nearest_distance",
+    "coarsen_far",
     "SamplerConfig", "TaskSampler",
 ]

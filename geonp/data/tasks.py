@@ -22,8 +22,8 @@ import numpy as np
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
 
-__all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance", "gap_to_context",
-           "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
+__all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
+           "gap_to_context", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
 
 #: targets farther than this from the context of their own frame (model units) are predicted in coarser units
 FAR_GAP_UNITS = 2.5
