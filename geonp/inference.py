@@ -12,7 +12,7 @@ import hashlib
 import threading
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -221,11 +221,23 @@ def _releasing_memory(block):
     return run
 
 
-def _group_places(groups: Sequence[np.ndarray], frames: np.ndarray, n_tgt: int) -> list[list[tuple[int, slice]]]:
-    """Where each frame group's targets go: the block's row of each of its frames that the block holds."""
+def _group_places(groups: Sequence[np.ndarray], frames: np.ndarray, n_tgt: int) -> list[list[tuple[int, int]]]:
+    """For each frame group, ``(block row, position in the group)`` of each of its frames the block holds."""
     row = {int(f): r for r, f in enumerate(frames)}
-    return [[(row[int(f)], slice(k * n_tgt, (k + 1) * n_tgt)) for k, f in enumerate(g) if int(f) in row]
-            for g in groups]
+    return [[(row[int(f)], k) for k, f in enumerate(g) if int(f) in row] for g in groups]
+
+
+def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | None:
+    """``task`` with only the targets of the group frames at ``positions`` (a block's own frames).
+
+    A target's prediction does not depend on the other targets of its task, so the targets of a
+    group's frames that another block holds need not be predicted here.
+    """
+    if task is None or len(positions) * n_tgt == task.num_targets:
+        return task
+    keep = np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions])
+    per_target = {f: getattr(task, f) for f in ("xt", "zt", "yt", "offset", "persistence", "trend")}
+    return replace(task, **{f: None if v is None else v[keep] for f, v in per_target.items()})
 
 
 @_releasing_memory
@@ -239,19 +251,22 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     net, device, norm, window, targets = _setup(payload, values, meta)
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)
     groups = meta.get("groups") or [np.array([f]) for f in frames]
-    places = _group_places(groups, frames, n_tgt)
+    own = _group_places(groups, frames, n_tgt)
     tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
     gaps = [None if t is None else gap_to_context(t) for t in tasks]  # model units, before any coarsening
-    coarse = [None if t is None else coarsen_far(t, gap=g) for t, g in zip(tasks, gaps)]
+    # the whole group decides the coarsening (as in every block that holds one of its frames)
+    coarse = [_own_frames(None if t is None else coarsen_far(t, gap=g), [k for _, k in where], n_tgt)
+              for t, g, where in zip(tasks, gaps, own)]
+    places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(frames), n_tgt, places)
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
-        for g, where in zip(gaps, places):
-            for row, part in where:
+        for g, where in zip(gaps, own):
+            for row, k in where:
                 if g is not None:
-                    gap[row] = g[part]
+                    gap[row] = g[k * n_tgt:(k + 1) * n_tgt]
         out[1] *= norm.std_factor(distance=gap).astype(np.float32)
     else:
         out[1] *= norm.std_factor()

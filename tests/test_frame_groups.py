@@ -142,3 +142,24 @@ def test_cli__frames_per_task(tmp_path, capsys):
         main(["infill", str(src), "--out", str(tmp_path / "c.zarr"), "--frames-per-task", "two"])
     assert exc.value.code != 0
     assert "geonp: error:" in capsys.readouterr().err and not (tmp_path / "c.zarr").exists()
+
+
+def test_frame_groups__a_block_predicts_only_its_own_frames(monkeypatch):
+    """Time chunks that cut a group: each block encodes the group's context but predicts only its frames."""
+    import geonp.inference
+
+    sizes = []
+    real = geonp.inference.predict_tasks
+
+    def spy(net, tasks, **kw):
+        sizes.extend(t.num_targets for t in tasks)
+        return real(net, tasks, **kw)
+
+    monkeypatch.setattr(geonp.inference, "predict_tasks", spy)
+    ds, _ = field(times=6)
+    points = ds.sizes["latitude"] * ds.sizes["longitude"]
+    ds.np.infill("t2m", halo=1000.0, time_window=3, chunks={"time": 1}).compute(scheduler="synchronous")
+    assert sizes == [points] * 6
+    sizes.clear()
+    ds.np.infill("t2m", halo=1000.0, time_window=3, chunks={"time": 3}).compute(scheduler="synchronous")
+    assert sizes == [3 * points] * 2
