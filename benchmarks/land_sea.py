@@ -1,0 +1,76 @@
+"""Probe: a land–sea trend beside the elevation trend, for ERA5 infill (a next step, not in the package).
+
+    python benchmarks/land_sea.py                       # sigma 0, 1, 2 cells; block and random (~8 CPU-minutes)
+    python benchmarks/land_sea.py --sigma 1 --kinds block
+
+The ERA5 block's centre is the Irish Sea around the Isle of Man (54.25° N, 4.25° W), surrounded
+by land; the shipped BSA-TNP carries the land's temperature into it (a cold bias of 0.6–0.8 K in
+the block's centre, "Where in the ERA5 block" in docs/benchmarks.md). A land fraction per cell
+(``global-land-mask``, a 1 km mask bundled in its wheel: ``pip install global-land-mask``),
+averaged over a 5 × 5 sub-grid of each 0.25° cell and optionally smoothed by a Gaussian of
+``sigma`` cells, enters each task through the package's existing elevation-trend path: it is
+passed as ``covariates=`` in units where a land fraction of 1 reads as 1,000 m, so every task
+fits its context on an intercept plus a linear and a quadratic term in the land fraction, removes
+that trend and adds it back at the targets (``Normaliser.elevation_fit``). Scored like
+``realdata.py era5-infill`` on all 28 eval frames, zero-shot (the package default for grids).
+Results: ``benchmarks/results/land-sea.json``; the reading is in docs/benchmarks.md ("A land–sea trend").
+"""
+
+from __future__ import annotations
+
+import pyproj  # noqa: F401  isort: skip
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import realdata_tasks as rt  # noqa: E402
+from _common import machine, save_json  # noqa: E402
+from realdata import _masked_era5, era5_infill_scores  # noqa: E402
+
+import geonp  # noqa: E402, F401  (the accessor)
+
+
+def land_fraction(da: xr.DataArray, sigma: float = 0.0) -> xr.DataArray:
+    """Land fraction of each cell of ``da``'s 0.25° lat/lon grid, smoothed by ``sigma`` cells."""
+    from global_land_mask import globe
+    from scipy.ndimage import gaussian_filter
+
+    lat, lon = da.latitude.values, da.longitude.values
+    lat2, lon2 = np.meshgrid(lat, np.where(lon > 180, lon - 360, lon), indexing="ij")
+    offsets = np.linspace(-0.1, 0.1, 5)
+    frac = np.mean([globe.is_land(lat2 + a, lon2 + b) for a in offsets for b in offsets], axis=0)
+    if sigma > 0:
+        frac = gaussian_filter(frac, sigma, mode="nearest")
+    return xr.DataArray(frac, dims=("latitude", "longitude"), coords={"latitude": lat, "longitude": lon})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sigma", type=float, nargs="+", default=[0.0, 1.0, 2.0],
+                        help="Gaussian smoothing of the land fraction in cells (-1: no land trend)")
+    parser.add_argument("--kinds", nargs="+", default=["block", "random"], choices=["block", "random"])
+    args = parser.parse_args()
+    da, ev = rt.load_era5(), rt.era5_eval_times(6)
+    rows = []
+    for kind in args.kinds:
+        tw = 1 if kind == "block" else 3  # the real-data benchmark's windows
+        masked = _masked_era5(kind).isel(time=slice(int(ev[0]) - tw, int(ev[-1]) + tw + 1))
+        for sigma in args.sigma:
+            options = {} if sigma < 0 else {"covariates": (1000.0 * land_fraction(da, sigma)).rename("elevation")}
+            w0, c0 = time.perf_counter(), time.process_time()
+            pred = masked.np.infill("t2m", model="bsa-tnp", time_window=tw, **options).compute()
+            row = {"kind": kind, "time_window": tw, "sigma_cells": sigma, **era5_infill_scores(da, pred, ev, kind),
+                   "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
+            rows.append(row)
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    save_json("land-sea", {"machine": machine(), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
