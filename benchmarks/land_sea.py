@@ -1,17 +1,18 @@
-"""Probe: a land–sea trend beside the elevation trend, for ERA5 infill (a next step, not in the package).
+"""A land–sea trend beside the elevation trend, for ERA5 infill (``geonp.landsea``, ``geonp.trend``).
 
-    python benchmarks/land_sea.py                       # sigma 0, 1, 2 cells; block and random (~8 CPU-minutes)
-    python benchmarks/land_sea.py --sigma 1 --kinds block
+    python benchmarks/land_sea.py                        # none and the package's; block and random (~6 CPU-minutes)
+    python benchmarks/land_sea.py --sigma -1 0 1 1.5 2   # the probe that chose one cell of smoothing
 
 The ERA5 block's centre is the Irish Sea around the Isle of Man (54.25° N, 4.25° W), surrounded
 by land; the shipped BSA-TNP carries the land's temperature into it (a cold bias of 0.6–0.8 K in
 the block's centre, "Where in the ERA5 block" in docs/benchmarks.md). A land fraction per cell
 (``global-land-mask``, a 1 km mask bundled in its wheel: ``pip install global-land-mask``),
 averaged over a 5 × 5 sub-grid of each 0.25° cell and optionally smoothed by a Gaussian of
-``sigma`` cells, enters each task through the package's existing elevation-trend path: it is
+``sigma`` cells, entered each task in the probe through the elevation-trend path: it was
 passed as ``covariates=`` in units where a land fraction of 1 reads as 1,000 m, so every task
 fits its context on an intercept plus a linear and a quadratic term in the land fraction, removes
-that trend and adds it back at the targets (``Normaliser.elevation_fit``). Scored like
+that trend and adds it back at the targets (``Normaliser.elevation_fit``). The package now does
+the same from an ``lsm`` coordinate (``--sigma 99``), smoothing grids over one cell. Scored like
 ``realdata.py era5-infill`` on all 28 eval frames, zero-shot (the package default for grids).
 Results: ``benchmarks/results/land-sea.json``; the reading is in docs/benchmarks.md ("A land–sea trend").
 """
@@ -35,6 +36,9 @@ from realdata import _masked_era5, era5_infill_scores  # noqa: E402
 
 import geonp  # noqa: E402, F401  (the accessor)
 
+#: ``--sigma`` value meaning "the package's land–sea trend" (an ``lsm`` coordinate)
+PACKAGE = 99.0
+
 
 def land_fraction(da: xr.DataArray, sigma: float = 0.0) -> xr.DataArray:
     """Land fraction of each cell of ``da``'s 0.25° lat/lon grid, smoothed by ``sigma`` cells."""
@@ -52,8 +56,9 @@ def land_fraction(da: xr.DataArray, sigma: float = 0.0) -> xr.DataArray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sigma", type=float, nargs="+", default=[0.0, 1.0, 2.0],
-                        help="Gaussian smoothing of the land fraction in cells (-1: no land trend)")
+    parser.add_argument("--sigma", type=float, nargs="+", default=[-1.0, PACKAGE],
+                        help="Gaussian smoothing of the land fraction in cells, through the elevation-trend path "
+                             f"(-1: no land trend; {PACKAGE:g}: the package's land-sea trend from an lsm coordinate)")
     parser.add_argument("--kinds", nargs="+", default=["block", "random"], choices=["block", "random"])
     args = parser.parse_args()
     da, ev = rt.load_era5(), rt.era5_eval_times(6)
@@ -62,9 +67,13 @@ def main() -> None:
         tw = 1 if kind == "block" else 3  # the real-data benchmark's windows
         masked = _masked_era5(kind).isel(time=slice(int(ev[0]) - tw, int(ev[-1]) + tw + 1))
         for sigma in args.sigma:
-            options = {} if sigma < 0 else {"covariates": (1000.0 * land_fraction(da, sigma)).rename("elevation")}
+            data, options = masked, {}
+            if sigma == PACKAGE:  # the package's own land-sea trend: an `lsm` coordinate, smoothed over one cell
+                data = masked.assign_coords(lsm=land_fraction(da))
+            elif sigma >= 0:
+                options = {"covariates": (1000.0 * land_fraction(da, sigma)).rename("elevation")}
             w0, c0 = time.perf_counter(), time.process_time()
-            pred = masked.np.infill("t2m", model="bsa-tnp", time_window=tw, **options).compute()
+            pred = data.np.infill("t2m", model="bsa-tnp", time_window=tw, **options).compute()
             row = {"kind": kind, "time_window": tw, "sigma_cells": sigma, **era5_infill_scores(da, pred, ev, kind),
                    "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
             rows.append(row)

@@ -27,6 +27,7 @@ from .errors import ConfigError
 from .frames import Frame
 from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
+from .landsea import find_land
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
@@ -47,6 +48,7 @@ class Space:
     km: np.ndarray | None  # [P, 2] in the dataset frame (regional data) or None (per-tile frames)
     elevation: np.ndarray | None  # [P] metres
     layout: Layout
+    land: np.ndarray | None = None  # [P] land fraction (smoothed on grids)
 
     @property
     def size(self) -> int:
@@ -69,7 +71,8 @@ def space_of(ds: xr.Dataset, layout: Layout, frame: Frame | None) -> Space:
             km = frame.to_km(lon, lat)
     elev = geo.find_elevation(ds, layout)
     shape = tuple(ds.sizes[d] for d in layout.space_dims)
-    return Space(layout.space_dims, shape, lon, lat, km, None if elev is None else elev.reshape(-1), layout)
+    return Space(layout.space_dims, shape, lon, lat, km, None if elev is None else elev.reshape(-1), layout,
+                 find_land(ds, layout))
 
 
 @dataclass
@@ -205,7 +208,8 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                          "half_window": half_units, "norm": norm,
                          "tile_shape": shape if sub is None else (len(sub),), "device": device,
                          "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None,
-                         "groups": [g - lo for g in fgroups] if group > 1 else None}
+                         "groups": [g - lo for g in fgroups] if group > 1 else None,
+                         "fill_gaps": problem.target is problem.source}
                     parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
                 blk = combine(parts, groups, (len(fr), *shape), 1)
                 full = (1,) * len(e) + (len(fr),) + shape

@@ -221,4 +221,4 @@ def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:
     else:
         km = src.km
     return Window(values=np.zeros((len(keep), 0)), xy=km / problem.unit_km, t=problem.t_units[keep],
-                  hours=problem.hours[keep], lon=src.lon, elevation=src.elevation)
+                  hours=problem.hours[keep], lon=src.lon, elevation=src.elevation, land=src.land)

@@ -23,6 +23,7 @@ import xarray as xr
 
 from . import timeaxis
 from .errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
+from .landsea import land_name
 
 __all__ = [
     "Layout",
@@ -65,6 +66,8 @@ class Layout:
         Other dimensions (ensemble member, level...): each index is a separate problem.
     elevation : str or None
         A variable or coordinate holding elevation in metres, if found.
+    land : str or None
+        A land–sea mask on the space dims, if found (:mod:`geonp.landsea`).
     """
 
     var: str
@@ -76,6 +79,7 @@ class Layout:
     time: str | None
     extra_dims: tuple[str, ...]
     elevation: str | None = None
+    land: str | None = None
 
     @property
     def is_grid(self) -> bool:
@@ -92,7 +96,7 @@ class Layout:
         return {
             "var": self.var, "space_dims": list(self.space_dims), "x": self.x, "y": self.y,
             "geographic": self.geographic, "crs_wkt": self.crs_wkt, "time": self.time,
-            "extra_dims": list(self.extra_dims), "elevation": self.elevation,
+            "extra_dims": list(self.extra_dims), "elevation": self.elevation, "land": self.land,
         }
 
 
@@ -265,7 +269,9 @@ def describe(
                               "dims of the variable.")
     extra = tuple(str(d) for d in da.dims if d not in space_dims and d != time)
     elev = _elevation_name(ds, set(space_dims), elevation)
-    layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev)
+    land = land_name(ds, set(space_dims))
+    layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev,
+                    None if land == var else land)
     _check_coordinates(ds, layout)
     return ds, layout
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .allocator import release_freed_memory
-from .data.tasks import Task, Window, coarsen_far, forecast_tasks, gap_to_context, infill_tasks
+from .data.tasks import Task, Window, coarsen_far, forecast_tasks, gap_to_context, infill_tasks, nearest_distance
 from .errors import ConfigError, NoContextWarning
 from .models import Batch, NeuralProcess, model_from_config
 from .normalise import Normaliser
@@ -174,6 +174,7 @@ def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
     window = Window(
         values=allv, xy=np.concatenate([meta["ctx_xy"], meta["tgt_xy"]]), t=meta["t"], hours=meta["hours"],
         lon=np.concatenate([meta["ctx_lon"], meta["tgt_lon"]]), elevation=cat(meta["ctx_elev"], meta["tgt_elev"]),
+        land=cat(meta.get("ctx_land"), meta.get("tgt_land")),
     )
     return window, np.arange(n_ctx, n_ctx + n_tgt)
 
@@ -240,6 +241,17 @@ def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | N
     return replace(task, **{f: None if v is None else v[keep] for f, v in per_target.items()})
 
 
+def _window_gap(window: Window, n_source: int, group: np.ndarray) -> np.ndarray:
+    """The distance (model units) from each missing source point of ``group``'s frames to that frame's data."""
+    out = [np.zeros(0)]
+    xy = window.xy[:n_source]
+    for f in np.atleast_1d(group):
+        ok = np.isfinite(window.values[f, :n_source])
+        if ok.any() and not ok.all():
+            out.append(nearest_distance(xy[~ok], xy[ok]))
+    return np.concatenate(out)
+
+
 @_releasing_memory
 def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.ndarray:
     """Predict one output block of an infill: ``[2 (mean, std), frames, target points]`` (float32).
@@ -254,9 +266,11 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     own = _group_places(groups, frames, n_tgt)
     tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
     gaps = [None if t is None else gap_to_context(t) for t in tasks]  # model units, before any coarsening
-    # the whole group decides the coarsening (as in every block that holds one of its frames)
-    coarse = [_own_frames(None if t is None else coarsen_far(t, gap=g), [k for _, k in where], n_tgt)
-              for t, g, where in zip(tasks, gaps, own)]
+    # the whole group decides the coarsening (as in every block that holds one of its frames); filling
+    # gaps, the deepest gap of the whole window does, so that it does not depend on how chunks cut tiles
+    deep = [_window_gap(window, targets[0], g) if meta.get("fill_gaps") else gap for g, gap in zip(groups, gaps)]
+    coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
+              for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(frames), n_tgt, places)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from .errors import ConfigError, UnknownOptionError
+from .trend import StaticBasis, static_basis
 
 __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "grid_axis_spacing_km", "mean_spacing",
            "station_spacing_km", "context_spacing_km"]
@@ -35,6 +36,18 @@ SMALL_CONTEXT = 5
 FRAME_MEANS_RATIO = 1.0
 _TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance",
            "gap_std_scale")
+
+
+def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
+    """``basis`` without the quantities the targets lack (no elevation or land fraction there)."""
+    if basis is None:
+        return None
+    e_ok = basis.e0 is not None and et is not None and np.isfinite(et).all()
+    l_ok = basis.l0 is not None and lt is not None and np.isfinite(lt).all()
+    if not (e_ok or l_ok):
+        return None
+    return StaticBasis(basis.e0 if e_ok else None, basis.e_powers if e_ok else 0,
+                       basis.l0 if l_ok else None, basis.l_powers if l_ok else 0)
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:
@@ -203,31 +216,26 @@ class Normaliser:
         """Weight of the trend term per lead (see ``lead_trend_weight``), or ``None`` when there is none."""
         return _per_lead(self.lead_trend_weight, lead_frames) if self.lead_trend_weight else None
 
-    def elevation_fit(self, yc: np.ndarray, ec: np.ndarray | None) -> tuple[float, np.ndarray] | None:
-        """Fit the context values' trend in elevation: ``(e0, coefficients)`` or ``None`` when it does not apply.
+    def elevation_fit(self, yc: np.ndarray, ec: np.ndarray | None,
+                      lc: np.ndarray | None = None) -> tuple[StaticBasis, np.ndarray] | None:
+        """Fit the context values' static trend: ``(basis, coefficients)``, or ``None`` when none applies.
 
-        The trend is ``Σ_k c_k u^k`` with ``u = (e - e0) / 1000 m``, ``e0`` the context's mean
-        elevation: linear (a lapse rate) from 10 context points, quadratic (a lapse rate that
-        changes with height, as inversions in valleys make it) from 30, least squares with an
-        intercept that is not kept. ``None`` without elevations, with any missing, with fewer than
-        10 points or when the elevations lie within ~5 m of each other.
+        The trend is linear in the :class:`~geonp.trend.StaticBasis` of the context: powers of
+        ``u = (e − e0) / 1000 m`` (a lapse rate, and one that changes with height, as inversions
+        in valleys make it) and of the land fraction ``l − l0`` (land against sea), least squares
+        with an intercept that is not kept. Elevation needs ``elevation_trend``; see
+        :func:`geonp.trend.static_basis` for the counts and spreads each needs.
         """
-        if not self.elevation_trend or ec is None:
+        basis = static_basis(ec, lc, elevation=self.elevation_trend)
+        if basis is None:
             return None
-        yc, ec = np.asarray(yc, dtype=np.float64), np.asarray(ec, dtype=np.float64)
-        if len(ec) < 10 or not np.isfinite(ec).all():
-            return None
-        e0 = float(ec.mean())
-        u = (ec - e0) / 1000.0
-        if float((u * u).mean()) < 25e-6:  # elevations within ~5 m of each other: no trend to learn
-            return None
-        powers = np.stack([u ** k for k in range(1, 3 if len(ec) >= 30 else 2)], 1)
-        design = np.concatenate([np.ones((len(u), 1)), powers], 1)
-        coef = np.linalg.lstsq(design, yc, rcond=None)[0][1:]
-        return e0, coef
+        design = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc)], 1)
+        coef = np.linalg.lstsq(design, np.asarray(yc, dtype=np.float64), rcond=None)[0][1:]
+        return basis, coef
 
     def frame_offsets(self, yc: np.ndarray, tc: np.ndarray, ec: np.ndarray | None, tt: np.ndarray,
-                      et: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+                      et: np.ndarray | None, lc: np.ndarray | None = None,
+                      lt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-frame means plus the elevation trend at the context and the targets, or ``None``.
 
         One least-squares fit of the context values on an intercept per frame (frames are the
@@ -249,26 +257,26 @@ class Normaliser:
         if len(frames) < 2 or (frames[at] != tt).any() or (counts[np.unique(at)] < MIN_FRAME_POINTS).any():
             return None
         design = np.eye(len(frames))[inv]
-        trend = self.elevation_fit(yc, ec) is not None and et is not None and np.isfinite(et).all()
-        if trend:
-            e0 = float(np.mean(ec))
-            powers = range(1, 3 if len(ec) >= 30 else 2)
-            design = np.concatenate([design, np.stack([((ec - e0) / 1000.0) ** k for k in powers], 1)], 1)
+        basis = _target_basis(static_basis(ec, lc, elevation=self.elevation_trend), et, lt)
+        if basis is not None:
+            design = np.concatenate([design, basis.columns(ec, lc)], 1)
         coef = np.linalg.lstsq(design, yc, rcond=None)[0]
         fitted = design @ coef
         if np.std(coef[: len(frames)]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
         off_t = coef[at]
-        if trend:
-            off_t = off_t + sum(c * ((np.asarray(et, dtype=np.float64) - e0) / 1000.0) ** k
-                                for k, c in zip(powers, coef[len(frames):]))
+        if basis is not None:
+            off_t = off_t + basis.columns(et, lt) @ coef[len(frames):]
         return fitted, off_t
 
-    def elevation_offset(self, fit: tuple[float, np.ndarray], e: np.ndarray) -> np.ndarray:
-        """Evaluate the trend of :meth:`elevation_fit` at elevations ``e`` (m), without its intercept."""
-        e0, coef = fit
-        u = (np.asarray(e, dtype=np.float64) - e0) / 1000.0
-        return sum(c * u ** (k + 1) for k, c in enumerate(coef))
+    def elevation_offset(self, fit: tuple[StaticBasis, np.ndarray], e: np.ndarray | None,
+                         land: np.ndarray | None = None) -> np.ndarray:
+        """Evaluate the trend of :meth:`elevation_fit` at elevations ``e`` (m) and land fractions ``land``.
+
+        Without its intercept.
+        """
+        basis, coef = fit
+        return basis.columns(e, land) @ coef
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored; see ``small_context_scale``)."""

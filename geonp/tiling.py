@@ -111,6 +111,8 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
         "ctx_lon": src.lon[ctx_idx], "tgt_lon": tgt.lon[tile_idx],
         "ctx_elev": None if src.elevation is None else src.elevation[ctx_idx],
         "tgt_elev": None if tgt.elevation is None else tgt.elevation[tile_idx],
+        "ctx_land": None if src.land is None else src.land[ctx_idx],
+        "tgt_land": None if tgt.land is None else tgt.land[tile_idx],
     }
     return sel, meta
 

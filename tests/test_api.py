@@ -622,3 +622,13 @@ def test_infill_coarsens_only_tasks_with_targets_deep_in_a_hole(monkeypatch):
     without = [x.np.infill("t2m", tile=1000.0).t2m_mean.values for x in (hole, scattered)]
     assert not np.allclose(with_coarse[0], without[0], atol=1e-3)
     np.testing.assert_allclose(with_coarse[1], without[1], rtol=1e-6)
+
+
+def test_chunked_equals_unchunked_with_a_hole_deep_enough_to_coarsen():
+    """Filling gaps, the deepest gap of a whole window decides the coarsening, not how chunks cut its tiles."""
+    ds, _ = field(nlat=24, nlon=24, times=2, keep=1.0)
+    ds["t2m"][:, 4:16, 2:14] = np.nan
+    full = ds.np.infill("t2m", halo=1000.0)
+    lazy = ds.np.infill("t2m", halo=1000.0, chunks={"latitude": 7, "longitude": 9})
+    np.testing.assert_allclose(lazy.t2m_mean.compute(), full.t2m_mean, atol=2e-4)
+    np.testing.assert_allclose(lazy.t2m_std.compute(), full.t2m_std, atol=2e-4)

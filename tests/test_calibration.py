@@ -92,10 +92,10 @@ def test_elevation_trend_is_quadratic_from_thirty_points():
     u = (e - e.mean()) / 1000
     y = 20 - 6.5 * u + 1.5 * u**2
     norm = Normaliser()
-    e0, coef = norm.elevation_fit(y, e)
-    assert e0 == pytest.approx(e.mean())
+    basis, coef = fit = norm.elevation_fit(y, e)
+    assert basis.e0 == pytest.approx(e.mean()) and basis.l0 is None
     np.testing.assert_allclose(coef, [-6.5, 1.5], atol=1e-9)
-    np.testing.assert_allclose(norm.elevation_offset((e0, coef), e), y - 20, atol=1e-9)
+    np.testing.assert_allclose(norm.elevation_offset(fit, e), y - 20, atol=1e-9)
     assert len(norm.elevation_fit(y[:20], e[:20])[1]) == 1  # 10..29 points: a lapse rate only
     assert norm.elevation_fit(y[:9], e[:9]) is None
     assert norm.elevation_fit(y, np.full(60, 1500.0)) is None

@@ -195,5 +195,7 @@ class TaskSampler:
 
     def _task(self, xc, yc, zc, pc, xt, yt, zt, pt) -> Task:
         elev = self.window.elevation
+        land = self.window.land if self.config.task == "infill" else None  # as in prediction
         return make_task(self.norm, xc, yc, zc, None if elev is None else elev[pc], xt, zt,
-                         None if elev is None else elev[pt], yt=yt)
+                         None if elev is None else elev[pt], yt=yt, lc=None if land is None else land[pc],
+                         lt=None if land is None else land[pt])

@@ -50,6 +50,8 @@ class Window:
         Longitude in degrees (for local solar time).
     elevation : ndarray ``[P]`` or None
         Elevation in metres.
+    land : ndarray ``[P]`` or None
+        Land fraction (0 sea … 1 land) for the land–sea trend of infill tasks.
     """
 
     values: np.ndarray
@@ -58,6 +60,7 @@ class Window:
     hours: np.ndarray
     lon: np.ndarray
     elevation: np.ndarray | None = None
+    land: np.ndarray | None = None
 
     def covariates(self, norm: Normaliser, hours: np.ndarray | None = None) -> np.ndarray | None:
         """Covariates ``[T', P, dz]`` at ``hours`` (default: the window's frames)."""
@@ -96,20 +99,22 @@ class Task:
         return len(self.xt)
 
 
-def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None) -> Task:
-    """Build a task with values standardised by its context, after removing the elevation trend.
+def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt=None) -> Task:
+    """Build a task with values standardised by its context, after removing the static trend.
 
-    ``ec``/``et`` are the elevations (m) of the context and target points, or ``None``. With
-    context on several frames and targets on one of them, each frame's own mean goes too (see
+    ``ec``/``et`` are the elevations (m) of the context and target points, ``lc``/``lt`` their
+    land fractions, or ``None`` (:mod:`geonp.trend`; a quantity the targets lack is not fitted).
+    With context on several frames and targets on them, each frame's own mean goes too (see
     :meth:`Normaliser.frame_offsets`).
     """
     offset = None
-    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et) if xc.shape[1] > 2 else None
+    ec, lc = (None if et is None else ec), (None if lt is None else lc)
+    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt) if xc.shape[1] > 2 else None
     if frame is not None:
         yc, offset = yc - frame[0], frame[1]
-    elif (fit := norm.elevation_fit(yc, ec) if et is not None else None) is not None:
-        yc = yc - norm.elevation_offset(fit, ec)
-        offset = norm.elevation_offset(fit, et)
+    elif (fit := norm.elevation_fit(yc, ec, lc)) is not None:
+        yc = yc - norm.elevation_offset(fit, ec, lc)
+        offset = norm.elevation_offset(fit, et, lt)
     shift, scale = norm.standardise(yc)
     if yt is not None:
         yt = ((yt - shift - (offset if offset is not None else 0.0)) / scale)[:, None]
@@ -122,8 +127,8 @@ def _points(xy: np.ndarray, t: float, idx: np.ndarray) -> np.ndarray:
 
 
 def _context(window: Window, frames: np.ndarray, cov: np.ndarray | None, exclude: dict | None = None):
-    """Context points, values and covariates of ``frames`` (finite values only)."""
-    xs, ys, zs, es = [], [], [], []
+    """Context points, values, covariates, elevations and land fractions of ``frames`` (finite values only)."""
+    xs, ys, zs, es, ls = [], [], [], [], []
     for j in frames:
         ok = np.isfinite(window.values[j])
         if exclude is not None and j in exclude:
@@ -135,11 +140,14 @@ def _context(window: Window, frames: np.ndarray, cov: np.ndarray | None, exclude
             zs.append(cov[j, idx])
         if window.elevation is not None:
             es.append(window.elevation[idx])
+        if window.land is not None:
+            ls.append(window.land[idx])
     xc = np.concatenate(xs) if xs else np.zeros((0, 3))
     yc = np.concatenate(ys) if ys else np.zeros(0)
     zc = np.concatenate(zs) if cov is not None and zs else None
     ec = np.concatenate(es) if es else None
-    return xc, yc, zc, ec
+    lc = np.concatenate(ls) if ls else None
+    return xc, yc, zc, ec, lc
 
 
 def infill_tasks(
@@ -166,12 +174,13 @@ def infill_tasks(
     """
     cov = window.covariates(norm)
     et = None if window.elevation is None else window.elevation[targets]
+    lt = None if window.land is None else window.land[targets]
     tasks = []
     for entry in frames:
         group = np.atleast_1d(np.asarray(entry, dtype=np.int64))
         centre = float(np.mean(window.t[group]))
         near = np.flatnonzero(np.abs(window.t - centre) <= half_window + 1e-9)
-        xc, yc, zc, ec = _context(window, near, cov)
+        xc, yc, zc, ec, lc = _context(window, near, cov)
         if len(yc) == 0:
             if skip_empty:
                 tasks.append(None)
@@ -182,7 +191,8 @@ def infill_tasks(
             )
         xt = np.concatenate([_points(window.xy, window.t[i], targets) for i in group])
         zt = None if cov is None else np.concatenate([cov[i, targets] for i in group])
-        tasks.append(make_task(norm, xc, yc, zc, ec, xt, zt, None if et is None else np.tile(et, len(group))))
+        tasks.append(make_task(norm, xc, yc, zc, ec, xt, zt, None if et is None else np.tile(et, len(group)),
+                               lc=lc, lt=None if lt is None else np.tile(lt, len(group))))
     return tasks
 
 
@@ -218,7 +228,7 @@ def forecast_tasks(
     tasks = []
     for i in inits:
         past = np.arange(max(0, i - context_frames + 1), i + 1)
-        xc, yc, zc, ec = _context(window, past, cov)
+        xc, yc, zc, ec, _ = _context(window, past, cov)  # forecasts: no land trend (not measured yet)
         if len(yc) == 0:
             if skip_empty:
                 tasks.append(None)

@@ -1,0 +1,127 @@
+"""The land–sea trend of infill: finding the mask, smoothing it, fitting it, and using it."""
+
+import pyproj  # isort: skip
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import geonp  # noqa: F401  registers ds.np
+from geonp.errors import CoordinateError
+from geonp.geo import describe
+from geonp.landsea import LAND_SMOOTH_CELLS, find_land
+from geonp.normalise import Normaliser
+from geonp.trend import smooth_grid, static_basis
+
+
+def coast(times=3, seed=0, keep=0.5, hole=True):
+    """A smooth field 3 K warmer over the sea (west) than over the land (east), with a hole at sea."""
+    lat = 50.0 + 0.25 * np.arange(16)
+    lon = -6.0 + 0.25 * np.arange(20)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    land = (lo > -4.6).astype(float)  # a straight north-south coast
+    rng = np.random.default_rng(seed)
+    truth = np.stack([280 + 0.3 * np.sin(la * 1.7 + k / 4) + 0.3 * np.cos(lo * 1.3) + 3.0 * (1 - smooth_grid(land))
+                      for k in range(times)])
+    observed = np.where(rng.random(truth.shape) < keep, truth, np.nan)
+    if hole:
+        observed[:, 4:12, 0:6] = np.nan  # at sea, next to the western edge
+    coords = {"time": pd.date_range("2019-03-01", periods=times, freq="h"), "latitude": lat, "longitude": lon}
+    ds = xr.Dataset({"t2m": (("time", "latitude", "longitude"), observed.astype("float32"), {"units": "K"})},
+                    coords=coords)
+    return ds, truth, xr.DataArray(land, dims=("latitude", "longitude"))
+
+
+def test_land_mask_is_found_by_name_or_standard_name_and_not_as_the_variable():
+    ds, _, land = coast()
+    assert describe(ds.assign_coords(lsm=land), "t2m")[1].land == "lsm"
+    other = ds.assign_coords(mask=land.assign_attrs(standard_name="land_area_fraction"))
+    assert describe(other, "t2m")[1].land == "mask"
+    assert describe(ds, "t2m")[1].land is None
+    lsm_only = xr.Dataset({"lsm": land.expand_dims(time=ds.time).assign_coords(latitude=ds.latitude,
+                                                                                    longitude=ds.longitude)})
+    assert describe(lsm_only, "lsm")[1].land is None  # infilling the mask itself: no trend on itself
+    assert describe(ds.assign_coords(lsm=land), "t2m")[1].to_dict()["land"] == "lsm"
+
+
+def test_find_land__percent_smoothed_on_grids_and_bad_values_refused():
+    ds, _, land = coast()
+    pct = ds.assign_coords(sftlf=(100 * land).assign_attrs(units="%"))
+    got = find_land(pct, describe(pct, "t2m")[1]).reshape(land.shape)
+    np.testing.assert_allclose(got, smooth_grid(land.values, LAND_SMOOTH_CELLS))
+    bad = ds.assign_coords(lsm=land.where(land > 0))  # NaN over the sea
+    with pytest.raises(CoordinateError, match="land-sea mask 'lsm' has .* missing or outside 0..1"):
+        find_land(bad, describe(bad, "t2m")[1])
+    with pytest.raises(CoordinateError, match="units '%' for percentages"):
+        ds.assign_coords(lsm=100 * land).np.infill("t2m")
+
+
+def test_smooth_grid__keeps_constants_and_spreads_a_step():
+    step = np.zeros((9, 9))
+    step[:, 5:] = 1.0
+    out = smooth_grid(step, 1.0)
+    np.testing.assert_allclose(smooth_grid(np.full((5, 7), 0.3), 1.5), 0.3)
+    np.testing.assert_array_equal(smooth_grid(step, 0.0), step)
+    assert 0 < out[4, 4] < 0.5 < out[4, 5] < 1  # the coast is spread over about a cell each side
+    np.testing.assert_allclose(out[:, 0], 0.0, atol=1e-4)
+    weights = np.exp(-0.5 * np.arange(-4, 5) ** 2)
+    np.testing.assert_allclose(out[4, 4], weights[5:].sum() / weights.sum())  # one Gaussian across the coast
+
+
+def test_static_basis__land_alone_both_or_neither():
+    rng = np.random.default_rng(1)
+    e, land = rng.uniform(0, 900, 40), rng.uniform(0, 1, 40)
+    both = static_basis(e, land)
+    assert both.e_powers == both.l_powers == 2 and both.columns(e, land).shape == (40, 4)
+    assert static_basis(None, land[:20]).l_powers == 1 and static_basis(None, land[:20]).e0 is None
+    assert static_basis(None, np.ones(40)) is None  # all land: nothing to learn
+    assert static_basis(None, land[:9]) is None
+    assert static_basis(e, land, elevation=False).e0 is None
+
+
+def test_elevation_fit__recovers_a_land_sea_contrast_beside_a_lapse_rate():
+    rng = np.random.default_rng(2)
+    e, land = rng.uniform(0, 900, 60), rng.uniform(0, 1, 60)
+    y = 285 - 6.5 * e / 1000 - 2.0 * land
+    norm = Normaliser()
+    fit = norm.elevation_fit(y, e, land)
+    e2, land2 = rng.uniform(0, 900, 5), rng.uniform(0, 1, 5)
+    got = norm.elevation_offset(fit, e2, land2) - norm.elevation_offset(fit, e, land).mean()
+    want = (-6.5 * e2 / 1000 - 2.0 * land2) - (-6.5 * e / 1000 - 2.0 * land).mean()
+    np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+def test_infill__a_land_sea_mask_fills_a_hole_at_sea_with_sea_temperatures():
+    ds, truth, land = coast()
+    gaps = ds.t2m.isnull().values
+    hole = np.zeros_like(gaps)
+    hole[:, 4:12, 0:6] = True
+    plain = ds.np.infill("t2m", calibrate=False)
+    with_mask = ds.assign_coords(lsm=land).np.infill("t2m", calibrate=False)
+
+    def rmse(out, where):
+        return float(np.sqrt(np.mean((out.t2m_mean.values[where] - truth[where]) ** 2)))
+
+    assert rmse(with_mask, hole) < 0.7 * rmse(plain, hole)
+    assert rmse(with_mask, gaps) < rmse(plain, gaps)
+
+
+def test_infill__land_trend_chunked_equals_unchunked_and_needs_the_mask_at_targets():
+    ds, _, land = coast(times=4)
+    ds = ds.assign_coords(lsm=land)
+    full = ds.np.infill("t2m", halo=1000.0, calibrate=False)
+    lazy = ds.np.infill("t2m", halo=1000.0, calibrate=False, chunks={"time": 1, "latitude": 8, "longitude": 10})
+    np.testing.assert_allclose(lazy.t2m_mean.compute(), full.t2m_mean, atol=2e-4)
+    # targets= without a mask: the trend cannot be evaluated there, so it is not fitted at all
+    targets = xr.Dataset(coords={"latitude": ds.latitude[::2], "longitude": ds.longitude[::2]})
+    at = ds.np.infill("t2m", targets=targets, calibrate=False)
+    plain = ds.drop_vars("lsm").np.infill("t2m", targets=targets, calibrate=False)
+    np.testing.assert_allclose(at.t2m_mean.values, plain.t2m_mean.values, atol=1e-5)
+
+
+def test_forecast__ignores_the_land_sea_mask():
+    ds, _, land = coast(times=8, keep=1.0, hole=False)
+    a = ds.np.forecast("t2m", hours=2, calibrate=False)
+    b = ds.assign_coords(lsm=land).np.forecast("t2m", hours=2, calibrate=False)
+    np.testing.assert_array_equal(a.t2m_mean.values, b.t2m_mean.values)
