@@ -1,7 +1,8 @@
-"""A land–sea trend beside the elevation trend, for ERA5 infill (``geonp.landsea``, ``geonp.trend``).
+"""A land–sea trend beside the elevation trend, for ERA5 infill (``geonp.surface``, ``geonp.trend``).
 
     python benchmarks/land_sea.py                        # none and the package's; block and random (~6 CPU-minutes)
     python benchmarks/land_sea.py --sigma -1 0 1 1.5 2   # the probe that chose one cell of smoothing
+    python benchmarks/land_sea.py --sigma --gp --name land-sea-gp   # the GP baseline given the land fraction
 
 The ERA5 block's centre is the Irish Sea around the Isle of Man (54.25° N, 4.25° W), surrounded
 by land; the shipped BSA-TNP carries the land's temperature into it (a cold bias of 0.6–0.8 K in
@@ -54,12 +55,35 @@ def land_fraction(da: xr.DataArray, sigma: float = 0.0) -> xr.DataArray:
     return xr.DataArray(frac, dims=("latitude", "longitude"), coords={"latitude": lat, "longitude": lon})
 
 
+def gp_with_land(kind: str) -> dict:
+    """The fitted GP baseline (Matérn 1.5 + white, ARD) on (x, y, land fraction smoothed over one cell)."""
+    import baselines as bl
+
+    from geonp.trend import smooth_grid
+
+    da = rt.load_era5()
+    land = smooth_grid(land_fraction(da).values, 1.0)
+    rows, c0 = [], time.process_time()
+    for i in rt.era5_eval_times(6):
+        task = rt.era5_infill_task(int(i), kind)
+        ctx, tgt = ~task["hidden"], task["scored"]
+        xc = np.c_[task["x_context"], land[ctx]]
+        xt = np.c_[task["x_target"], land[tgt]]
+        mean, std = bl.gp_fitted(xc, task["y_context"], xt, ard=True)
+        rows.append(rt.scores(task["y_target"], mean, std))
+    out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+    return {"kind": kind, "method": "GP Matérn 1.5 + white, ARD on (x, y, land fraction)", **out,
+            "cpu_s": time.process_time() - c0}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sigma", type=float, nargs="+", default=[-1.0, PACKAGE],
+    parser.add_argument("--sigma", type=float, nargs="*", default=[-1.0, PACKAGE],
                         help="Gaussian smoothing of the land fraction in cells, through the elevation-trend path "
                              f"(-1: no land trend; {PACKAGE:g}: the package's land-sea trend from an lsm coordinate)")
     parser.add_argument("--kinds", nargs="+", default=["block", "random"], choices=["block", "random"])
+    parser.add_argument("--gp", action="store_true", help="also score the GP baseline with the land fraction")
+    parser.add_argument("--name", default="land-sea", help="results file name")
     args = parser.parse_args()
     da, ev = rt.load_era5(), rt.era5_eval_times(6)
     rows = []
@@ -78,7 +102,10 @@ def main() -> None:
                    "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
-    save_json("land-sea", {"machine": machine(), "rows": rows})
+        if args.gp:
+            rows.append(gp_with_land(kind))
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
+    save_json(args.name, {"machine": machine(), "rows": rows})
 
 
 if __name__ == "__main__":

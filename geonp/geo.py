@@ -23,7 +23,7 @@ import xarray as xr
 
 from . import timeaxis
 from .errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
-from .landsea import land_name
+from .surface import elevation_name, find_elevation, land_name
 
 __all__ = [
     "Layout",
@@ -38,10 +38,6 @@ _LAT_NAMES = ("lat", "latitude", "nav_lat", "lats", "y_lat")
 _LON_NAMES = ("lon", "longitude", "long", "nav_lon", "lons", "x_lon")
 _X_NAMES = ("x", "easting", "projection_x_coordinate", "xc", "rlon")
 _Y_NAMES = ("y", "northing", "projection_y_coordinate", "yc", "rlat")
-_ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev", "surface_altitude", "hgt", "z")
-_ELEVATION_STANDARD_NAMES = ("surface_altitude", "height_above_mean_sea_level", "altitude", "height_above_sea_level")
-_GEOPOTENTIAL_NAMES = ("surface_geopotential", "geopotential_at_surface")
-G0 = 9.80665
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,7 @@ class Layout:
     elevation : str or None
         A variable or coordinate holding elevation in metres, if found.
     land : str or None
-        A land–sea mask on the space dims, if found (:mod:`geonp.landsea`).
+        A land–sea mask on the space dims, if found (:mod:`geonp.surface`).
     """
 
     var: str
@@ -268,8 +264,8 @@ def describe(
         raise CoordinateError(f"coordinates {x!r}/{y!r} span dims {space_dims}; expected one station dim or two grid "
                               "dims of the variable.")
     extra = tuple(str(d) for d in da.dims if d not in space_dims and d != time)
-    elev = _elevation_name(ds, set(space_dims), elevation)
-    land = land_name(ds, set(space_dims))
+    elev = elevation_name(ds, set(space_dims), elevation)
+    land = land_name(ds, set(space_dims), time)
     layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev,
                     None if land == var else land)
     _check_coordinates(ds, layout)
@@ -280,42 +276,6 @@ def _read_crs(ds: xr.Dataset, crs) -> pyproj.CRS | None:
     from .io.crs import read_crs  # io/ is torch-free too
 
     return read_crs(ds, crs=crs)
-
-
-def _elevation_name(ds: xr.Dataset, space_dims: set, name: str | None) -> str | None:
-    if name is not None:
-        if name not in ds.variables:
-            raise VariableNotFoundError(f"elevation {name!r} is not a variable or coordinate of the dataset; "
-                                        f"found {sorted(map(str, ds.variables))}.")
-        if not set(ds[name].dims) <= space_dims or not ds[name].dims:
-            raise CoordinateError(f"elevation {name!r} has dims {ds[name].dims}; expected dims among the space "
-                                  f"dims {sorted(space_dims)}.")
-        return name
-    for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
-        if not v.dims or not set(v.dims) <= space_dims or not np.issubdtype(v.dtype, np.number):
-            continue
-        if (str(key).lower() in _ELEVATION_NAMES + _GEOPOTENTIAL_NAMES
-                or _attr(v, "standard_name") in _ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES):
-            return str(key)
-    return None
-
-
-def find_elevation(ds: xr.Dataset, layout: Layout) -> np.ndarray | None:
-    """Elevation in metres on the space dims (geopotential converted), or ``None``."""
-    if layout.elevation is None:
-        return None
-    v = ds[layout.elevation]
-    da = ds[layout.var]
-    template = da.isel({d: 0 for d in da.dims if d not in layout.space_dims}, drop=True)
-    values = v.broadcast_like(template).transpose(*layout.space_dims).values.astype(np.float64)
-    name = layout.elevation.lower()
-    if name in _GEOPOTENTIAL_NAMES or _attr(v, "standard_name") in _GEOPOTENTIAL_NAMES or _attr(v, "units") in (
-        "m**2 s**-2", "m2 s-2", "m^2/s^2"
-    ):
-        values = values / G0
-    if _attr(v, "units") in ("km", "kilometres", "kilometers"):
-        values = values * 1000.0
-    return values
 
 
 def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:

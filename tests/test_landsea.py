@@ -10,7 +10,7 @@ import xarray as xr
 import geonp  # noqa: F401  registers ds.np
 from geonp.errors import CoordinateError
 from geonp.geo import describe
-from geonp.landsea import LAND_SMOOTH_CELLS, find_land
+from geonp.surface import LAND_SMOOTH_CELLS, find_land
 from geonp.normalise import Normaliser
 from geonp.trend import smooth_grid, static_basis
 
@@ -43,6 +43,10 @@ def test_land_mask_is_found_by_name_or_standard_name_and_not_as_the_variable():
                                                                                     longitude=ds.longitude)})
     assert describe(lsm_only, "lsm")[1].land is None  # infilling the mask itself: no trend on itself
     assert describe(ds.assign_coords(lsm=land), "t2m")[1].to_dict()["land"] == "lsm"
+    repeated = ds.assign(lsm=land.expand_dims(time=ds.time))  # ERA5's lsm downloaded beside t2m
+    layout = describe(repeated, "t2m")[1]
+    assert layout.land == "lsm"
+    np.testing.assert_allclose(find_land(repeated, layout), smooth_grid(land.values, LAND_SMOOTH_CELLS).ravel())
 
 
 def test_find_land__percent_smoothed_on_grids_and_bad_values_refused():
