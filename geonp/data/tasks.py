@@ -283,8 +283,10 @@ def coarsen_far(task: Task, reach: float = FAR_GAP_UNITS, max_factor: float = FA
     mostly within 4 units of the data; deeper inside a hole their prediction stops following the
     field (docs/benchmarks.md, "Where in the ERA5 block"). Every distance shrinks by the same
     factor, so the task keeps its shape. Tasks whose targets all lie within ``reach``, and
-    forecasts (no context in the targets' frames), are returned as they are. ``gap``: the task's
-    :func:`gap_to_context`, when the caller has it already.
+    forecasts (no context in the targets' frames), are returned as they are. ``gap``: the distances
+    that decide the factor; by default the task's :func:`gap_to_context`. Prediction passes those of
+    every missing point of the task's window when it fills gaps, so that the decision does not
+    depend on how a chunking cuts the window's tiles.
     """
     gap = gap_to_context(task) if gap is None else np.asarray(gap)
     gap = gap[np.isfinite(gap)]
