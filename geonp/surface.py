@@ -68,7 +68,7 @@ def find_land(ds: xr.Dataset, layout) -> np.ndarray | None:
         raise CoordinateError(
             f"land-sea mask {name!r} has {int(bad.sum())} of {values.size} values that are missing or outside "
             f"0..1 (found {np.nanmin(values):g} to {np.nanmax(values):g}); expected the land fraction of every "
-            "point (0 sea, 1 land; units '%' for percentages). Fill it, e.g. ds[name].fillna(0), or drop it.")
+            f"point (0 sea, 1 land; units '%' for percentages). Fill it, e.g. ds[{name!r}].fillna(0), or drop it.")
     values = np.clip(values, 0.0, 1.0)
     if len(layout.space_dims) == 2:
         values = smooth_grid(values, LAND_SMOOTH_CELLS)
