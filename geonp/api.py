@@ -142,7 +142,8 @@ def infill(
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
     windows = {"halo": halo, "tile": tile}
     m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
-    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill")
+    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
+                       has_land=layout.land is not None)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds)
     target = geo.describe_targets(targets, crs) if targets is not None else None

@@ -198,7 +198,7 @@ def fit_model(
     record.update({
         "task": task, "variable": layout.var,
         "frames": int(len(keep)), "points": int(P), "observed_fraction": obs_fraction, "seed": seed,
-        "source": source,
+        "source": source, "land_trend": task == "infill" and layout.land is not None,
     })
     return Model(net, norm, name=name, task=task, variables=(layout.var,), crs_wkt=layout.crs_wkt,
                  settings=settings, source=source, metadata=record)

@@ -119,15 +119,16 @@ class Model:
         return cls(load_pretrained(name), Normaliser(), name=name, task="any", source=f"pretrained:{name}")
 
     def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool,
-                         task: str | None = None) -> None:
+                         task: str | None = None, has_land: bool | None = None) -> None:
         """Refuse data (and a task) this model was not trained for.
 
         Raises
         ------
         ModelMismatchError
             Another variable, a missing covariate, another CRS (any two longitude/latitude CRSs count
-            as the same: geonp measures both in kilometres on the sphere), or ``task`` is not the one
-            the model was fitted for (shipped weights, ``task="any"``, serve both).
+            as the same: geonp measures both in kilometres on the sphere), ``task`` is not the one
+            the model was fitted for (shipped weights, ``task="any"``, serve both), or the model was
+            fitted for infill with a land–sea mask and ``has_land`` is ``False``.
         """
         if task is not None and self.task not in ("any", task):
             raise ModelMismatchError(
@@ -145,6 +146,10 @@ class Model:
                 "this model was trained with elevation as a covariate but the data have none; add an elevation "
                 "coordinate (or pass covariates=) or fit a model without it (covariates=[])."
             )
+        if has_land is False and self.metadata.get("land_trend"):
+            raise ModelMismatchError(
+                "this model was fitted with a land-sea mask (its tasks remove a land-sea trend) but the data have "
+                "none; add the mask, e.g. ds.assign_coords(lsm=mask), or fit a model on data without one.")
         if ("hour" in cov or "doy" in cov) and not has_time:
             raise ModelMismatchError("this model uses time-of-day/day-of-year covariates but the data have no time "
                                      "axis; fit a model on data without time.")

@@ -129,3 +129,21 @@ def test_forecast__ignores_the_land_sea_mask():
     a = ds.np.forecast("t2m", hours=2, calibrate=False)
     b = ds.assign_coords(lsm=land).np.forecast("t2m", hours=2, calibrate=False)
     np.testing.assert_array_equal(a.t2m_mean.values, b.t2m_mean.values)
+
+
+def test_a_model_fitted_with_a_mask_needs_one(tmp_path):
+    """Its tasks removed a land-sea trend: data without a mask are refused, before and after a save."""
+    from geonp.errors import ModelMismatchError
+    from geonp.model import load_model
+
+    ds, _, land = coast(times=3)
+    model = ds.assign_coords(lsm=land).np.fit("t2m", steps=0, progress=False)
+    assert model.metadata["land_trend"]
+    model.save(tmp_path / "m.geonp")
+    for m in (model, load_model(tmp_path / "m.geonp")):
+        with pytest.raises(ModelMismatchError, match="fitted with a land-sea mask .* but the data have none"):
+            ds.np.infill("t2m", model=m)
+    assert np.isfinite(ds.assign_coords(lsm=land).np.infill("t2m", model=model).t2m_mean.values).all()
+    plain = ds.np.fit("t2m", steps=0, progress=False)
+    assert not plain.metadata["land_trend"]
+    assert np.isfinite(ds.assign_coords(lsm=land).np.infill("t2m", model=plain).t2m_mean.values).all()
