@@ -98,9 +98,16 @@ def era5_infill(args) -> dict:
             out["fits"][f"{kind}/bsa-tnp (trained + calibrated)"] = {**info, **trained.metadata["calibration"]}
             models[f"bsa-tnp (trained on {kind} masks + calibrated)"] = (trained, False)
         masked = full.isel(time=slice(lo, int(ev[-1]) + args.time_window + 1))
+        with_land = {}
+        if args.land:  # the land fraction as ERA5's `lsm` would give it (benchmarks/land_sea.py)
+            from land_sea import land_fraction
+
+            with_land = masked.assign_coords(lsm=land_fraction(da))
+            models.update({f"{m} (zero-shot, land–sea mask)": (m, False) for m in args.zero_shot})
         for label, (model, calibrate) in models.items():
             start = _clock()
-            pred = masked.np.infill("t2m", model=model, time_window=args.time_window, calibrate=calibrate)
+            data = with_land if "land–sea mask" in label else masked
+            pred = data.np.infill("t2m", model=model, time_window=args.time_window, calibrate=calibrate)
             res = {**era5_infill_scores(da, pred, ev, kind), **_since(start),
                    "frames_predicted": int(masked.sizes["time"])}
             out["results"][f"{kind}/{label}"] = res
@@ -447,6 +454,8 @@ def main() -> None:
                         help="scaling: which of SCALING_GRIDS to run (indices; default all)")
     parser.add_argument("--kinds", nargs="+", default=["random", "block"], choices=["random", "block"],
                         help="ERA5 infill masks to run (each saved as realdata-era5-infill-<kind>.json)")
+    parser.add_argument("--land", action="store_true",
+                        help="era5-infill: also rows with a land-sea mask (needs global-land-mask, the bench extra)")
     parser.add_argument("--doc", action="store_true", help="rebuild the docs section from saved results")
     args = parser.parse_args()
     if args.part:
