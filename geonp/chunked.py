@@ -27,9 +27,9 @@ from .errors import ConfigError
 from .frames import Frame
 from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
-from .surface import find_land
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
+from .surface import find_land
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
 
 __all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast", "observed_stats"]

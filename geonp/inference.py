@@ -265,10 +265,13 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     groups = meta.get("groups") or [np.array([f]) for f in frames]
     own = _group_places(groups, frames, n_tgt)
     tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
-    gaps = [None if t is None else gap_to_context(t) for t in tasks]  # model units, before any coarsening
+    fill_gaps = bool(meta.get("fill_gaps"))
+    # each target's distance to its frame's context (model units, before any coarsening): for the std
+    # factors per gap size, and for coarsening when predicting at other points than the data's own
+    gaps = [None if t is None or (fill_gaps and not norm.gap_std_scale) else gap_to_context(t) for t in tasks]
     # the whole group decides the coarsening (as in every block that holds one of its frames); filling
     # gaps, the deepest gap of the whole window does, so that it does not depend on how chunks cut tiles
-    deep = [_window_gap(window, targets[0], g) if meta.get("fill_gaps") else gap for g, gap in zip(groups, gaps)]
+    deep = [_window_gap(window, targets[0], g) if fill_gaps else gap for g, gap in zip(groups, gaps)]
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]

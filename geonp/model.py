@@ -250,7 +250,7 @@ def check_settings(**settings: Any) -> dict:
                                   f"units (typical spacings), e.g. {key}={example}.")
             new[key] = float(v)
     for key, low in _SETTING_MINIMUM.items():
-        if key in new and not (key == "frames_per_task" and isinstance(new[key], str) and new[key] == "auto"):
+        if key in new and not (key == "frames_per_task" and new[key] == "auto"):
             v = new[key]
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 name = "time_window" if key == "half_window" else key

@@ -83,9 +83,10 @@ def smooth_grid(values: np.ndarray, sigma: float = 1.0) -> np.ndarray:
     kernel = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
     kernel /= kernel.sum()
     out = values
-    for axis in range(values.ndim):
+    for axis in range(values.ndim):  # separable: one 1-D convolution per axis, as a sum of shifted copies
         pad = [(0, 0)] * values.ndim
         pad[axis] = (r, r)
         padded = np.pad(out, pad, mode="edge")
-        out = np.apply_along_axis(lambda a: np.convolve(a, kernel, mode="valid"), axis, padded)
+        n = out.shape[axis]
+        out = sum(w * np.take(padded, np.arange(k, k + n), axis=axis) for k, w in enumerate(kernel))
     return out

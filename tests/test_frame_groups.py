@@ -50,8 +50,8 @@ def test_infill_tasks__a_group_shares_the_context_around_its_centre():
 def test_predictions_of_a_target_do_not_depend_on_the_other_targets():
     """What frame groups rely on: a block keeps only its own frames of a group task."""
     w, targets, norm = _window(), np.arange(12), Normaliser(frame_means=False)
-    net = build_model("bsa-tnp", preset="small", space_dims=2, time_dims=1).eval()
     torch.manual_seed(0)
+    net = build_model("bsa-tnp", preset="small", space_dims=2, time_dims=1).eval()
     (group,) = infill_tasks(w, [np.array([2, 3, 4])], targets, norm, 1.0)
     (mean, std), = predict_tasks(net, [group])
     part = type(group)(xc=group.xc, yc=group.yc, xt=group.xt[12:24], shift=group.shift, scale=group.scale)

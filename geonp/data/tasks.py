@@ -228,7 +228,8 @@ def forecast_tasks(
     tasks = []
     for i in inits:
         past = np.arange(max(0, i - context_frames + 1), i + 1)
-        xc, yc, zc, ec, _ = _context(window, past, cov)  # forecasts: no land trend (not measured yet)
+        # no land trend: the past frames' land-sea contrast is the wrong one for later hours (docs/benchmarks.md)
+        xc, yc, zc, ec, _ = _context(window, past, cov)
         if len(yc) == 0:
             if skip_empty:
                 tasks.append(None)
