@@ -64,6 +64,13 @@ class GeonpAccessor:
             observed values (the shipped weights miss the stations' nugget), not for grids;
             ``True`` always (shipped model names only), ``False`` never. The output's
             ``geonp_calibrated`` attribute says which.
+        land : {"auto", "data", "none"} or str, default "auto"
+            The land–sea mask behind a land–sea trend that each task fits to its context and adds
+            back at the targets (the land fraction smoothed over one grid cell). ``"data"``: a mask in
+            the data (``lsm``, ``sftlf``, ``land_sea_mask``, ... or CF ``land_binary_mask`` /
+            ``land_area_fraction``); ``"auto"``: that, else on grids the bundled global land
+            fraction (0.05°, from the GLOBE 1 km mask; :mod:`geonp.coastline`); ``"none"``: no
+            land–sea trend; or the name of the mask variable. A model fitted with a mask needs one.
 
         Returns
         -------
@@ -106,8 +113,9 @@ class GeonpAccessor:
 
         Takes ``model`` (default ``"bsa-tnp"``), ``task`` (``"infill"`` or ``"forecast"``),
         ``max_time`` (``"10min"``) and/or ``steps``, ``seed``, ``covariates``, ``pretrained``
-        (start from shipped weights, default ``True``), ``device``, ``progress`` and, for
-        ``task="forecast"``, ``reference`` (see :meth:`forecast`; saved with the model).
+        (start from shipped weights, default ``True``), ``device``, ``progress``, for
+        ``task="infill"`` ``land`` (see :meth:`infill`) and, for ``task="forecast"``,
+        ``reference`` (see :meth:`forecast`; saved with the model). Forecasts use no land–sea trend.
         """
         from . import api
 

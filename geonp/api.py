@@ -82,7 +82,7 @@ def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tupl
     return elev, None, tuple(dict.fromkeys(names))
 
 
-def _prepare(obj, var, *, crs, covariates) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
+def _prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
     elev_name, elev_da, explicit = _split_covariates(covariates)
     ds, name = geo.select_variable(obj, var)
     if elev_da is not None:
@@ -91,7 +91,7 @@ def _prepare(obj, var, *, crs, covariates) -> tuple[xr.Dataset, geo.Layout, tupl
     if elev_name is not None and elev_name not in ds.variables:
         raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
                                     f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")
-    ds, layout = geo.describe(ds, name, crs=crs, elevation=elev_name)
+    ds, layout = geo.describe(ds, name, crs=crs, elevation=elev_name, land=land)
     return ds, layout, explicit
 
 
@@ -132,6 +132,7 @@ def infill(
     frames_per_task: int | str | None = None,
     batch_size: int = 8,
     calibrate: bool | str = "auto",
+    land: str | bool | None = "auto",
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     from . import calibrate_input
@@ -139,14 +140,14 @@ def infill(
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task)
     _check_batch_size(batch_size)
-    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
+    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates, land=land)
     windows = {"halo": halo, "tile": tile}
     m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
                        has_land=layout.land is not None)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds)
-    target = geo.describe_targets(targets, crs) if targets is not None else None
+    target = geo.describe_targets(targets, crs, land) if targets is not None else None
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
                                  "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")
@@ -236,7 +237,7 @@ def forecast(
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
-    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates)
+    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates, land="none")  # forecasts use no land trend
     if layout.time is None:
         raise TimeAxisError(f"{layout.var!r} has no time axis (dims {list(ds[layout.var].dims)}); forecasting needs "
                             "past frames. Use ds.np.infill for data without time.")
@@ -344,6 +345,7 @@ def fit(
     time_window: int | None = None,
     context_frames: int | None = None,
     reference: str = "auto",
+    land: str | bool | None = "auto",
     **train_options: Any,
 ) -> Model:
     """Train a model on the dataset itself; see :meth:`GeonpAccessor.fit`."""
@@ -357,7 +359,7 @@ def fit(
         raise ConfigError("fit needs a budget: pass max_time= (e.g. '10min') or steps= (e.g. 2000).")
     if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 0):
         raise ConfigError(f"steps={steps!r}; expected a non-negative integer (0: calibrate the shipped weights only).")
-    ds, layout, explicit = _prepare(obj, var, crs=crs, covariates=covariates)
+    ds, layout, explicit = _prepare(obj, var, crs=crs, covariates=covariates, land=land if task == "infill" else "none")
     if task == "forecast" and layout.time is None:
         raise TimeAxisError(f"task='forecast' needs a time axis but {layout.var!r} has dims "
                             f"{list(ds[layout.var].dims)}; fit task='infill' instead.")

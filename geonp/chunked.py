@@ -72,7 +72,7 @@ def space_of(ds: xr.Dataset, layout: Layout, frame: Frame | None) -> Space:
     elev = geo.find_elevation(ds, layout)
     shape = tuple(ds.sizes[d] for d in layout.space_dims)
     return Space(layout.space_dims, shape, lon, lat, km, None if elev is None else elev.reshape(-1), layout,
-                 find_land(ds, layout))
+                 find_land(ds, layout, lon, lat))
 
 
 @dataclass

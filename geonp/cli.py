@@ -102,6 +102,10 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
 _NAME_OR_PATH = "shipped model name (bsa-tnp, default; te-pt-tnp) or the path of a model saved by `geonp fit`"
 
 
+_LAND_HELP = ("land-sea mask for a land-sea trend: auto (the data's mask, else on grids the bundled global land "
+              "fraction; default), data (the data's only), none, or the mask variable's name")
+
+
 def _frames_per_task(text: str) -> int | str:
     if text == "auto":
         return text
@@ -127,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frames-per-task", type=_frames_per_task, metavar="K",
                    help="consecutive frames predicted as one task from a shared context, or 'auto' (the default: "
                         "3 when the time window is 3 or more and the model is not te-pt-tnp, else 1)")
+    p.add_argument("--land", default="auto", metavar="MASK", help=_LAND_HELP)
 
     p = sub.add_parser("forecast", help="forecast a variable up to --hours ahead",
                        description="Forecast a variable at every lead time up to --hours after the initial time(s) "
@@ -163,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-window", type=int, metavar="N",
                    help="--task infill: frames each side of a target frame used as context")
     p.add_argument("--context-frames", type=int, metavar="N", help="--task forecast: past frames used as context")
+    p.add_argument("--land", default="auto", metavar="MASK", help="--task infill: " + _LAND_HELP)
 
     p = sub.add_parser("demo", help="infill a synthetic gridded field with a shipped model, score it and map it",
                        description="Infill a synthetic 48x48x7 field with gaps (a known space-time GP on an EPSG:3035 "
@@ -240,7 +246,8 @@ def _infill(args: argparse.Namespace, history: str) -> None:
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, frames_per_task=args.frames_per_task,
-                            batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate)
+                            batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate,
+                            land=args.land)
     _write(result, out, args, history, start)
 
 
@@ -272,7 +279,7 @@ def _fit(args: argparse.Namespace, history: str) -> None:
                     seed=args.seed, covariates=args.covariates, crs=args.crs, device=args.device,
                     progress=not args.quiet, reference=args.reference, preset=args.preset,
                     pretrained=not args.from_scratch, time_window=args.time_window,
-                    context_frames=args.context_frames)
+                    context_frames=args.context_frames, land=args.land)
     model.metadata.setdefault("command", history)
     model.save(out)
     steps = model.metadata.get("steps")

@@ -191,6 +191,7 @@ def describe(
     *,
     crs=None,
     elevation: str | None = None,
+    land: str | bool | None = "data",
 ) -> tuple[xr.Dataset, Layout]:
     """Find and validate the axes of ``var``.
 
@@ -205,6 +206,9 @@ def describe(
         from the data (``spatial_ref``/``grid_mapping``) when omitted.
     elevation : str, optional
         Name of an elevation variable or coordinate; found by name or CF standard name when omitted.
+    land : {"data", "auto", "none"} or str
+        The land–sea mask: one found in the data, that or the bundled land fraction on grids, none,
+        or a variable's name (:func:`geonp.surface.land_name`).
 
     Returns
     -------
@@ -265,9 +269,8 @@ def describe(
                               "dims of the variable.")
     extra = tuple(str(d) for d in da.dims if d not in space_dims and d != time)
     elev = elevation_name(ds, set(space_dims), elevation)
-    land = land_name(ds, set(space_dims), time)
-    layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev,
-                    None if land == var else land)
+    mask = land_name(ds, set(space_dims), time, land, var)
+    layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask)
     _check_coordinates(ds, layout)
     return ds, layout
 
@@ -332,8 +335,8 @@ def _check_monotonic(values: np.ndarray, name: str) -> None:
                               f"grid axis. Sort it with ds.sortby({name!r}).")
 
 
-def describe_targets(targets, crs=None) -> tuple[xr.Dataset, Layout]:
-    """Coordinates to predict at, from a Dataset/DataArray (its data values are ignored)."""
+def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tuple[xr.Dataset, Layout]:
+    """Coordinates to predict at, from a Dataset/DataArray (its data values are ignored; ``land`` as in :func:`describe`)."""
     if isinstance(targets, xr.DataArray):
         targets = targets.to_dataset(name=targets.name or "__target__")
     if not isinstance(targets, xr.Dataset):
@@ -358,7 +361,7 @@ def describe_targets(targets, crs=None) -> tuple[xr.Dataset, Layout]:
     for k in ("spatial_ref", "crs"):
         if k in targets.variables and k not in tds.variables:
             tds = tds.assign_coords({k: targets[k]})
-    _, layout = describe(tds, "__target__", crs=crs)
+    _, layout = describe(tds, "__target__", crs=crs, land=land)
     if layout.time is not None or layout.extra_dims:
         raise CoordinateError("targets= must hold space coordinates only (no time or other dims); the time steps "
                               "come from the data.")

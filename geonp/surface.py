@@ -6,7 +6,8 @@ or coordinate on the space dims (and perhaps time) named like a land–sea mask 
 ``land_binary_mask`` or ``land_area_fraction`` is read as the land fraction of each point, 0 (sea)
 to 1 (land); percentages are converted. A grid's mask is smoothed over about one cell
 (:func:`geonp.trend.smooth_grid`): 2 m temperature changes over tens of km across a coast, not
-within one cell. No torch here.
+within one cell. A grid without a mask gets one from the bundled global land fraction
+(:mod:`geonp.coastline`) unless ``land="data"`` or ``"none"`` (:func:`land_name`). No torch here.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .errors import CoordinateError, VariableNotFoundError
+from .coastline import grid_land_fraction
+from .errors import ConfigError, CoordinateError, VariableNotFoundError
 from .trend import smooth_grid
 
-__all__ = ["elevation_name", "find_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0"]
+__all__ = ["elevation_name", "find_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0", "COASTLINE",
+           "LAND_OPTIONS"]
 
 _ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev", "surface_altitude", "hgt", "z")
 _ELEVATION_STANDARD_NAMES = ("surface_altitude", "height_above_mean_sea_level", "altitude", "height_above_sea_level")
@@ -28,25 +31,64 @@ _LAND_STANDARD_NAMES = ("land_binary_mask", "land_area_fraction")
 
 #: Gaussian smoothing of a grid's land fraction, in cells (best of 0, 1, 1.5, 2 on ERA5 at 0.25°)
 LAND_SMOOTH_CELLS = 1.0
+#: ``Layout.land`` of a grid whose land fraction comes from the bundled table (:mod:`geonp.coastline`)
+COASTLINE = "<bundled land fraction>"
+#: what ``land=`` takes besides a variable name
+LAND_OPTIONS = ("auto", "data", "none")
 
 
-def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None) -> str | None:
-    """The land–sea mask among ``ds``'s variables and coordinates on ``space_dims``, or ``None``.
+def _is_mask(v: xr.DataArray, space_dims: set, time: str | None) -> bool:
+    dims = set(v.dims)
+    return bool(dims & space_dims) and dims <= space_dims | {time} and np.issubdtype(v.dtype, np.number)
 
-    A mask that also has the ``time`` dim (as ERA5's ``lsm`` downloaded beside a variable) counts:
-    its first time step is read.
+
+def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: str | bool | None = "data",
+              var: str | None = None) -> str | None:
+    """The land–sea mask to use: a variable or coordinate of ``ds``, :data:`COASTLINE`, or ``None``.
+
+    Parameters
+    ----------
+    land : {"auto", "data", "none"}, str, bool or None
+        ``"data"``: a mask among ``ds``'s variables and coordinates on ``space_dims``, found by
+        name or CF standard name (one that also has the ``time`` dim, as ERA5's ``lsm`` downloaded
+        beside a variable, counts: its first time step is read). ``"auto"`` (``True``): the same,
+        else the bundled land fraction on a grid (two space dims). ``"none"`` (``False``,
+        ``None``): no land–sea trend. Any other string names the mask.
+
+    Raises
+    ------
+    VariableNotFoundError, CoordinateError, ConfigError
+        A named mask that is missing or not on the space dims; an option of the wrong type.
     """
+    if land is None or land is False or land == "none":
+        return None
+    if land is True:
+        land = "auto"
+    if not isinstance(land, str):
+        raise ConfigError(f"land={land!r} is not an option; expected one of {list(LAND_OPTIONS)} or the name of a "
+                          "land-sea mask variable.")
+    if land not in LAND_OPTIONS:
+        if land not in ds.variables:
+            raise VariableNotFoundError(f"land-sea mask {land!r} is not a variable or coordinate of the dataset; "
+                                        f"found {sorted(map(str, ds.variables))}. Expected one of them or "
+                                        f"{list(LAND_OPTIONS)}.")
+        if not _is_mask(ds[land], space_dims, time):
+            raise CoordinateError(f"land-sea mask {land!r} has dims {ds[land].dims}; expected numeric values on the "
+                                  f"space dims {sorted(space_dims)} (and perhaps time).")
+        return land
     for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
-        dims = set(v.dims)
-        if not dims & space_dims or not dims <= space_dims | {time} or not np.issubdtype(v.dtype, np.number):
+        if str(key) == var or not _is_mask(v, space_dims, time):
             continue
         if str(key).lower() in _LAND_NAMES or str(v.attrs.get("standard_name", "")).lower() in _LAND_STANDARD_NAMES:
             return str(key)
-    return None
+    return COASTLINE if land == "auto" and len(space_dims) == 2 else None
 
 
-def find_land(ds: xr.Dataset, layout) -> np.ndarray | None:
+def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
+              lat: np.ndarray | None = None) -> np.ndarray | None:
     """Land fraction ``[P]`` (0 sea … 1 land) on ``layout``'s space points, smoothed on grids, or ``None``.
+
+    ``lon``/``lat`` ``[P]`` (degrees) are the points, needed for :data:`COASTLINE`.
 
     Raises
     ------
@@ -56,6 +98,10 @@ def find_land(ds: xr.Dataset, layout) -> np.ndarray | None:
     name = getattr(layout, "land", None)
     if name is None:
         return None
+    if name == COASTLINE:
+        shape = tuple(ds.sizes[d] for d in layout.space_dims)
+        values = grid_land_fraction(np.reshape(lon, shape), np.reshape(lat, shape))
+        return smooth_grid(values, LAND_SMOOTH_CELLS).reshape(-1)
     v = ds[name]
     v = v.isel({d: 0 for d in v.dims if d not in layout.space_dims}, drop=True)  # a mask repeated in time
     da = ds[layout.var]

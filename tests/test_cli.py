@@ -240,12 +240,13 @@ def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypa
     model = tmp_path / "m.geonp"
     argv = ["fit", str(nc), "--out", str(model), "--var", "t2m", "--model", "te-tnp", "--task", "forecast",
             "--max-time", "90s", "--steps", "7", "--seed", "3", "--covariates", "hour", "--device", "cpu", "--quiet",
-            "--reference", "none", "--preset", "paper", "--from-scratch", "--context-frames", "3"]
+            "--reference", "none", "--preset", "paper", "--from-scratch", "--context-frames", "3",
+            "--land", "lsm"]
     assert main(argv) == 0
     assert seen == {"var": "t2m", "sizes": {"time": 4, "latitude": 8, "longitude": 10}, "model": "te-tnp",
                     "task": "forecast", "max_time": "90s", "steps": 7, "seed": 3, "covariates": ["hour"], "crs": None,
                     "device": "cpu", "progress": False, "reference": "none", "preset": "paper", "pretrained": False,
-                    "time_window": None, "context_frames": 3}
+                    "time_window": None, "context_frames": 3, "land": "lsm"}
     assert model.read_bytes() == b"model"
     assert capsys.readouterr().out.startswith(f"saved te-tnp (forecast of t2m, 7 steps) to {model}")
 
@@ -266,6 +267,7 @@ def test_cli_predict__passes_batch_size_and_windows_on(nc, tmp_path, monkeypatch
     argv = [command, str(nc), "--out", str(tmp_path / "o.zarr"), "--batch-size", "3", *extra]
     assert main(argv) == 2
     assert seen["batch_size"] == 3
+    assert seen.get("land") == ("auto" if command == "infill" else None)  # forecasts take no land option
     assert seen.get("time_window", seen.get("context_frames")) == 2
     assert not (tmp_path / "o.zarr").exists()
 

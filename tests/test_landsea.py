@@ -101,7 +101,7 @@ def test_infill__a_land_sea_mask_fills_a_hole_at_sea_with_sea_temperatures():
     gaps = ds.t2m.isnull().values
     hole = np.zeros_like(gaps)
     hole[:, 4:12, 0:6] = True
-    plain = ds.np.infill("t2m", calibrate=False)
+    plain = ds.np.infill("t2m", calibrate=False, land="none")
     with_mask = ds.assign_coords(lsm=land).np.infill("t2m", calibrate=False)
 
     def rmse(out, where):
@@ -119,8 +119,8 @@ def test_infill__land_trend_chunked_equals_unchunked_and_needs_the_mask_at_targe
     np.testing.assert_allclose(lazy.t2m_mean.compute(), full.t2m_mean, atol=2e-4)
     # targets= without a mask: the trend cannot be evaluated there, so it is not fitted at all
     targets = xr.Dataset(coords={"latitude": ds.latitude[::2], "longitude": ds.longitude[::2]})
-    at = ds.np.infill("t2m", targets=targets, calibrate=False)
-    plain = ds.drop_vars("lsm").np.infill("t2m", targets=targets, calibrate=False)
+    at = ds.np.infill("t2m", targets=targets, calibrate=False, land="data")
+    plain = ds.drop_vars("lsm").np.infill("t2m", targets=targets, calibrate=False, land="data")
     np.testing.assert_allclose(at.t2m_mean.values, plain.t2m_mean.values, atol=1e-5)
 
 
@@ -142,8 +142,8 @@ def test_a_model_fitted_with_a_mask_needs_one(tmp_path):
     model.save(tmp_path / "m.geonp")
     for m in (model, load_model(tmp_path / "m.geonp")):
         with pytest.raises(ModelMismatchError, match="fitted with a land-sea mask .* but the data have none"):
-            ds.np.infill("t2m", model=m)
+            ds.np.infill("t2m", model=m, land="none")
     assert np.isfinite(ds.assign_coords(lsm=land).np.infill("t2m", model=model).t2m_mean.values).all()
-    plain = ds.np.fit("t2m", steps=0, progress=False)
+    plain = ds.np.fit("t2m", steps=0, progress=False, land="none")
     assert not plain.metadata["land_trend"]
     assert np.isfinite(ds.assign_coords(lsm=land).np.infill("t2m", model=plain).t2m_mean.values).all()

@@ -1,0 +1,77 @@
+"""The bundled global land fraction, for grids whose data carry no land–sea mask.
+
+``geonp/static/land_fraction.npz`` holds, for every 0.05° cell of the globe (about 5.5 km), the
+fraction of its GLOBE 1 km points that are land (built by ``scripts/build_land_fraction.py``;
+read without executing code). :func:`grid_land_fraction` averages it over each cell of a grid,
+lat/lon or projected, so a 0.25° ERA5 cell gets the land fraction of its own footprint, as
+ERA5's ``lsm`` does. No torch here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["TABLE_PATH", "land_fraction_at", "grid_land_fraction", "MAX_SAMPLES"]
+
+TABLE_PATH = Path(__file__).resolve().parent / "static" / "land_fraction.npz"
+#: most sample points per axis of one grid cell (a cell of 0.45° or more is sampled 9 × 9 times)
+MAX_SAMPLES = 9
+_STEP_DEG = 0.05
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> tuple[np.ndarray, float, float, float, float]:
+    with np.load(TABLE_PATH, allow_pickle=False) as z:
+        fraction = z["land"].astype(np.float32) / float(z["points"])
+        return fraction, float(z["lat0"]), float(z["lon0"]), float(z["dlat"]), float(z["dlon"])
+
+
+def land_fraction_at(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Land fraction (0 sea … 1 land) of the 0.05° cell holding each point (degrees; any longitude range)."""
+    fraction, lat0, lon0, dlat, dlon = _table()
+    lat = np.clip(np.asarray(lat, dtype=np.float64), -90.0, 90.0)
+    lon = (np.asarray(lon, dtype=np.float64) + 180.0) % 360.0 - 180.0
+    i = np.clip(np.rint((lat - lat0) / dlat), 0, fraction.shape[0] - 1).astype(np.intp)
+    j = np.rint((lon - lon0) / dlon).astype(np.intp) % fraction.shape[1]
+    return fraction[i, j].astype(np.float64)
+
+
+def _wrapped_gradient(values: np.ndarray, axis: int, period: float | None) -> np.ndarray:
+    """Centred differences along ``axis`` (one-sided at the edges), wrapped into ±period/2."""
+    if values.shape[axis] < 2:
+        return np.zeros_like(values)
+    if period is None:
+        return np.gradient(values, axis=axis)
+    unwrapped = np.unwrap(values, period=period, axis=axis)  # a grid across the dateline steps by 0.25°, not 359.75°
+    return np.gradient(unwrapped, axis=axis)
+
+
+def grid_land_fraction(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Land fraction of each cell of a grid with point coordinates ``lon``, ``lat`` ``[ny, nx]`` (degrees).
+
+    Each cell's footprint is spanned by its steps to the neighbouring points along both grid
+    axes (so curvilinear and projected grids work too) and sampled every ~0.05° of latitude or
+    longitude, whichever the step crosses more of (from 1 to
+    :data:`MAX_SAMPLES` points per axis) in the bundled table; the samples' mean is the fraction.
+    A grid of one row or column is sampled along its other axis only.
+    """
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    steps = []
+    for axis in (0, 1):
+        dlon = _wrapped_gradient(lon, axis, 360.0)
+        dlat = _wrapped_gradient(lat, axis, None)
+        # table cells crossed by one step (the table is regular in degrees, so degrees count, not km)
+        extent = float(np.median(np.maximum(np.abs(dlon), np.abs(dlat)))) if lon.size else 0.0
+        n = int(np.clip(np.ceil(extent / _STEP_DEG - 1e-9), 1, MAX_SAMPLES))
+        offsets = (np.arange(n) + 0.5) / n - 0.5  # centres of n equal parts of the cell: 5 parts of 0.05° at 0.25°
+        steps.append((offsets, dlon, dlat))
+    (oa, lon_a, lat_a), (ob, lon_b, lat_b) = steps
+    total = np.zeros_like(lon)
+    for a in oa:
+        for b in ob:
+            total += land_fraction_at(lon + a * lon_a + b * lon_b, lat + a * lat_a + b * lat_b)
+    return total / (len(oa) * len(ob))
