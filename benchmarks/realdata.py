@@ -86,8 +86,10 @@ def era5_infill(args) -> dict:
     for kind in args.kinds:
         full = _masked_era5(kind)
         fit_data = full.sel(time=slice(None, rt.ERA5_FIT_END))
-        # (model, calibrate) per row: the network alone, and calibrated on held-out observed points of the input
+        # (model, calibrate) per row: the network alone, and calibrated on held-out observed points of the input;
+        # every row but "no land-sea trend" has the package default land="auto" (the bundled land fraction here)
         models = {f"{m} (zero-shot)": (m, False) for m in args.zero_shot}
+        models.update({f"{m} (zero-shot, no land–sea trend)": (m, False) for m in args.zero_shot})
         models.update({f"{m} (calibrated on the input)": (m, True) for m in args.zero_shot})
         for m in args.zero_shot:  # steps=0: the shipped weights, std calibrated on held-out points of 03-01..21
             model, info = _fit(fit_data, "t2m", "infill", 0, steps=0, model=m, time_window=args.time_window)
@@ -99,7 +101,7 @@ def era5_infill(args) -> dict:
             models[f"bsa-tnp (trained on {kind} masks + calibrated)"] = (trained, False)
         masked = full.isel(time=slice(lo, int(ev[-1]) + args.time_window + 1))
         with_land = {}
-        if args.land:  # the land fraction as ERA5's `lsm` would give it (benchmarks/land_sea.py)
+        if args.land:  # the land fraction as ERA5's `lsm` would give it (benchmarks/land_sea.py's point samples)
             from land_sea import land_fraction
 
             with_land = masked.assign_coords(lsm=land_fraction(da))
@@ -107,7 +109,8 @@ def era5_infill(args) -> dict:
         for label, (model, calibrate) in models.items():
             start = _clock()
             data = with_land if "land–sea mask" in label else masked
-            pred = data.np.infill("t2m", model=model, time_window=args.time_window, calibrate=calibrate)
+            land = "none" if "no land–sea trend" in label else "auto"
+            pred = data.np.infill("t2m", model=model, time_window=args.time_window, calibrate=calibrate, land=land)
             res = {**era5_infill_scores(da, pred, ev, kind), **_since(start),
                    "frames_predicted": int(masked.sizes["time"])}
             out["results"][f"{kind}/{label}"] = res

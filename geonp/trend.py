@@ -12,12 +12,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StaticBasis", "static_basis", "smooth_grid", "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS"]
+__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "MIN_TREND_POINTS",
+           "QUADRATIC_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
 
 #: fewest context points for a trend (linear in each quantity)
 MIN_TREND_POINTS = 10
 #: from this many context points the trends are quadratic
 QUADRATIC_TREND_POINTS = 30
+#: least share of the context's local departures the land fraction must explain for a land trend
+#: (ERA5 t2m frames 0.2–0.7 by day and night, near 0 around the turn; fields with no land–sea
+#: contrast ≤ 0.07: docs/benchmarks.md, "The bundled land fraction")
+LAND_CONTRAST_R2 = 0.1
+#: neighbours on the same frame that a point's local departure is taken from
+NEIGHBOURS = 4
+#: most points per frame whose local departures are computed (evenly strided beyond)
+_MAX_QUERIES = 2000
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,53 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
     powers = 2 if n >= QUADRATIC_TREND_POINTS else 1
     return StaticBasis(float(ec.mean()) if use_e else None, powers if use_e else 0,
                        float(lc.mean()) if use_l else None, powers if use_l else 0)
+
+
+def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values [n, c]`` at strided query points minus the mean of their ``k`` nearest neighbours in ``xy``."""
+    n = len(xy)
+    queries = np.arange(n) if n <= _MAX_QUERIES else np.linspace(0, n - 1, _MAX_QUERIES).astype(np.intp)
+    out = np.empty((len(queries), values.shape[1]))
+    for start in range(0, len(queries), 256):  # a block of query rows at a time: memory O(256 · n)
+        q = queries[start:start + 256]
+        d = ((xy[q, None, :] - xy[None, :, :]) ** 2).sum(-1)
+        d[np.arange(len(q)), q] = np.inf
+        nn = np.argpartition(d, k - 1, axis=1)[:, :k]
+        out[start:start + 256] = values[q] - values[nn].mean(1)
+    return queries, out
+
+
+def land_contrast(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, land: np.ndarray,
+                  k: int = NEIGHBOURS) -> float:
+    """Share of the context's local departures that the land fraction explains (an R², 0 … 1).
+
+    A point's local departure is its value minus the mean of its ``k`` nearest neighbours on
+    the same frame (``frame``: one label per point, or ``None`` for one frame). Regressing the
+    values' departures on the land fraction's, through the origin, pools the frames; the share
+    of their sum of squares it explains is returned. Differences between neighbours keep the
+    sharp change a real land–sea contrast makes at a coast and drop the smooth, large-scale part
+    of a field, so a field that only happens to correlate with the land fraction over a task
+    (a gradient across a coast) scores near 0 (docs/benchmarks.md, "The bundled land fraction").
+    0 when no frame has more than ``k`` points or the land fraction does not change between
+    neighbours.
+    """
+    xy, y, land = (np.asarray(a, dtype=np.float64) for a in (xy, y, land))
+    labels = np.zeros(len(y)) if frame is None else np.asarray(frame)
+    dy, dl = [], []
+    for f in np.unique(labels):
+        idx = np.flatnonzero(labels == f)
+        if len(idx) <= k:
+            continue
+        _, dep = _local_departures(xy[idx], np.stack([y[idx], land[idx]], 1), k)
+        dy.append(dep[:, 0])
+        dl.append(dep[:, 1])
+    if not dy:
+        return 0.0
+    dy, dl = np.concatenate(dy), np.concatenate(dl)
+    sll, syy = float(dl @ dl), float(dy @ dy)
+    if sll < 1e-12 or syy <= 0.0:
+        return 0.0
+    return float((dy @ dl) ** 2 / (sll * syy))
 
 
 def smooth_grid(values: np.ndarray, sigma: float = 1.0) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
+from ..trend import LAND_CONTRAST_R2, land_contrast, static_basis
 
 __all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
            "gap_to_context", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
@@ -103,12 +104,16 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
     """Build a task with values standardised by its context, after removing the static trend.
 
     ``ec``/``et`` are the elevations (m) of the context and target points, ``lc``/``lt`` their
-    land fractions, or ``None`` (:mod:`geonp.trend`; a quantity the targets lack is not fitted).
+    land fractions, or ``None`` (:mod:`geonp.trend`; a quantity the targets lack is not fitted, nor a
+    land fraction the context values do not follow across coasts: :func:`geonp.trend.land_contrast`).
     With context on several frames and targets on them, each frame's own mean goes too (see
     :meth:`Normaliser.frame_offsets`).
     """
     offset = None
     ec, lc = (None if et is None else ec), (None if lt is None else lc)
+    if lc is not None and static_basis(None, lc) is not None and land_contrast(
+            xc[:, :2], xc[:, -1] if xc.shape[1] > 2 else None, yc, lc) < LAND_CONTRAST_R2:
+        lc = lt = None  # the values do not change across the coast: no land trend (geonp.trend.land_contrast)
     frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt) if xc.shape[1] > 2 else None
     if frame is not None:
         yc, offset = yc - frame[0], frame[1]
