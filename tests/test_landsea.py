@@ -147,3 +147,42 @@ def test_a_model_fitted_with_a_mask_needs_one(tmp_path):
     plain = ds.np.fit("t2m", steps=0, progress=False, land="none")
     assert not plain.metadata["land_trend"]
     assert np.isfinite(ds.assign_coords(lsm=land).np.infill("t2m", model=plain).t2m_mean.values).all()
+
+
+def _coast_points(n=24, seed=0):
+    """Points of an n × n grid (one unit apart) with a smoothed straight coast; land to the east."""
+    yy, xx = np.meshgrid(np.arange(n, dtype=float), np.arange(n, dtype=float), indexing="ij")
+    land = smooth_grid((xx > n / 2).astype(float), LAND_SMOOTH_CELLS)
+    keep = np.random.default_rng(seed).random(xx.shape) < 0.6
+    return np.stack([xx[keep], yy[keep]], 1), land[keep]
+
+
+def test_land_contrast__a_step_at_the_coast_counts_a_smooth_gradient_does_not():
+    from geonp.trend import LAND_CONTRAST_R2, land_contrast
+
+    xy, land = _coast_points()
+    rng = np.random.default_rng(3)
+    noise = 0.05 * rng.standard_normal(len(land))
+    gradient = 0.3 * xy[:, 0] + 0.1 * xy[:, 1]  # correlates with the land fraction over the task, no step
+    assert np.corrcoef(gradient, land)[0, 1] > 0.7
+    assert land_contrast(xy, None, gradient + noise, land) < LAND_CONTRAST_R2
+    assert land_contrast(xy, None, gradient + 3.0 * land + noise, land) > 0.5
+    # frames pooled, neighbours taken within each frame: a jump of 100 K between frames changes nothing
+    two = np.concatenate([xy, xy]), np.repeat([0.0, 1.0], len(land))
+    y2 = np.concatenate([3.0 * land + noise, 100.0 + 3.0 * land - noise])
+    assert land_contrast(*two, y2, np.concatenate([land, land])) > 0.5
+    assert land_contrast(xy[:4], None, land[:4], land[:4]) == 0.0  # no frame with more than k points
+    assert land_contrast(xy, None, gradient, np.ones(len(land))) == 0.0  # all land: nothing to explain
+
+
+def test_make_task__fits_the_land_trend_only_where_the_values_follow_the_coast():
+    from geonp.data.tasks import make_task
+
+    xy, land = _coast_points()
+    xt, lt = np.array([[2.0, 2.0], [20.0, 20.0]]), np.array([0.0, 1.0])
+    gradient = 280.0 + 0.3 * xy[:, 0]
+    norm = Normaliser()
+    plain = make_task(norm, xy, gradient, None, None, xt, None, None, lc=land, lt=lt)
+    assert plain.offset is None  # a gradient alone: no land trend, the network follows it
+    coast_task = make_task(norm, xy, gradient + 3.0 * land, None, None, xt, None, None, lc=land, lt=lt)
+    assert coast_task.offset is not None and coast_task.offset[1] - coast_task.offset[0] > 2.0
