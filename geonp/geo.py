@@ -336,7 +336,7 @@ def _check_monotonic(values: np.ndarray, name: str) -> None:
 
 
 def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tuple[xr.Dataset, Layout]:
-    """Coordinates to predict at, from a Dataset/DataArray (its data values are ignored; ``land`` as in :func:`describe`)."""
+    """Coordinates to predict at, from a Dataset/DataArray (data values ignored; ``land`` as in :func:`describe`)."""
     if isinstance(targets, xr.DataArray):
         targets = targets.to_dataset(name=targets.name or "__target__")
     if not isinstance(targets, xr.Dataset):

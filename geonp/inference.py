@@ -12,7 +12,7 @@ import hashlib
 import threading
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -236,9 +236,7 @@ def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | N
     """
     if task is None or len(positions) * n_tgt == task.num_targets:
         return task
-    keep = np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions])
-    per_target = {f: getattr(task, f) for f in ("xt", "zt", "yt", "offset", "persistence", "trend")}
-    return replace(task, **{f: None if v is None else v[keep] for f, v in per_target.items()})
+    return task.select_targets(np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions]))
 
 
 def _window_gap(window: Window, n_source: int, group: np.ndarray) -> np.ndarray:

@@ -10,8 +10,8 @@ import xarray as xr
 import geonp  # noqa: F401  registers ds.np
 from geonp.errors import CoordinateError
 from geonp.geo import describe
-from geonp.surface import LAND_SMOOTH_CELLS, find_land
 from geonp.normalise import Normaliser
+from geonp.surface import LAND_SMOOTH_CELLS, find_land
 from geonp.trend import smooth_grid, static_basis
 
 

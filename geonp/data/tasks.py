@@ -84,6 +84,11 @@ class Task:
     persistence: np.ndarray | None = None  # [nt] data units: the targets' values at the initial frame (forecast)
     trend: np.ndarray | None = None  # [nt] data units: the trend predictor of the calibration (forecast)
 
+    def select_targets(self, keep: np.ndarray) -> Task:
+        """The task with only the targets ``keep`` (indices); the context is unchanged."""
+        per_target = ("xt", "zt", "yt", "offset", "persistence", "trend")  # the fields with one row per target
+        return replace(self, **{f: None if (v := getattr(self, f)) is None else v[keep] for f in per_target})
+
     def to_data(self, loc: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-unit predictions of the targets back to data units."""
         mean = loc * self.scale + self.shift
