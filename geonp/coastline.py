@@ -23,20 +23,21 @@ _STEP_DEG = 0.05
 
 
 @functools.lru_cache(maxsize=1)
-def _table() -> tuple[np.ndarray, float, float, float, float]:
+def _table() -> tuple[np.ndarray, float, float, float, float, float]:
+    """The land counts (``uint8``, 26 MB once loaded), points per cell, first cell centre and steps."""
     with np.load(TABLE_PATH, allow_pickle=False) as z:
-        fraction = z["land"].astype(np.float32) / float(z["points"])
-        return fraction, float(z["lat0"]), float(z["lon0"]), float(z["dlat"]), float(z["dlon"])
+        return (z["land"], float(z["points"]), float(z["lat0"]), float(z["lon0"]), float(z["dlat"]),
+                float(z["dlon"]))
 
 
 def land_fraction_at(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """Land fraction (0 sea … 1 land) of the 0.05° cell holding each point (degrees; any longitude range)."""
-    fraction, lat0, lon0, dlat, dlon = _table()
+    counts, points, lat0, lon0, dlat, dlon = _table()
     lat = np.clip(np.asarray(lat, dtype=np.float64), -90.0, 90.0)
     lon = (np.asarray(lon, dtype=np.float64) + 180.0) % 360.0 - 180.0
-    i = np.clip(np.rint((lat - lat0) / dlat), 0, fraction.shape[0] - 1).astype(np.intp)
-    j = np.rint((lon - lon0) / dlon).astype(np.intp) % fraction.shape[1]
-    return fraction[i, j].astype(np.float64)
+    i = np.clip(np.rint((lat - lat0) / dlat), 0, counts.shape[0] - 1).astype(np.intp)
+    j = np.rint((lon - lon0) / dlon).astype(np.intp) % counts.shape[1]
+    return counts[i, j] / points
 
 
 def _wrapped_gradient(values: np.ndarray, axis: int, period: float | None) -> np.ndarray:
