@@ -26,7 +26,7 @@ LAND_CONTRAST_R2 = 0.1
 #: neighbours on the same frame that a point's local departure is taken from
 NEIGHBOURS = 4
 #: most points per frame whose local departures are computed (evenly strided beyond)
-_MAX_QUERIES = 2000
+_MAX_QUERIES = 1000
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,11 @@ def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> tuple[np.nd
     n = len(xy)
     queries = np.arange(n) if n <= _MAX_QUERIES else np.linspace(0, n - 1, _MAX_QUERIES).astype(np.intp)
     out = np.empty((len(queries), values.shape[1]))
+    xy = xy - xy.mean(0)  # centred: the expanded squared distances below lose no precision to an offset
+    sq = (xy ** 2).sum(1)
     for start in range(0, len(queries), 256):  # a block of query rows at a time: memory O(256 · n)
         q = queries[start:start + 256]
-        d = ((xy[q, None, :] - xy[None, :, :]) ** 2).sum(-1)
+        d = sq[q, None] + sq[None, :] - 2.0 * (xy[q] @ xy.T)
         d[np.arange(len(q)), q] = np.inf
         nn = np.argpartition(d, k - 1, axis=1)[:, :k]
         out[start:start + 256] = values[q] - values[nn].mean(1)
