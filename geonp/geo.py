@@ -23,7 +23,7 @@ import xarray as xr
 
 from . import timeaxis
 from .errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
-from .surface import elevation_name, find_elevation, land_name
+from .surface import LAND_OPTIONS, elevation_name, find_elevation, land_name
 
 __all__ = [
     "Layout",
@@ -361,6 +361,8 @@ def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tup
     for k in ("spatial_ref", "crs"):
         if k in targets.variables and k not in tds.variables:
             tds = tds.assign_coords({k: targets[k]})
+    if isinstance(land, str) and land not in LAND_OPTIONS and land not in tds.variables:
+        land = "data"  # the source's mask by name: the targets' own mask, if they have one
     _, layout = describe(tds, "__target__", crs=crs, land=land)
     if layout.time is not None or layout.extra_dims:
         raise CoordinateError("targets= must hold space coordinates only (no time or other dims); the time steps "

@@ -137,3 +137,15 @@ def test_infill__auto_uses_the_coast_chunked_equals_unchunked_and_fitted_models_
     model.save(tmp_path / "m.geonp")
     with pytest.raises(ModelMismatchError, match="fitted with a land-sea mask"):
         ds.np.infill("t2m", model=tmp_path / "m.geonp", land="none")
+
+
+def test_targets__a_named_mask_they_lack_falls_back_to_their_own_or_none():
+    ds, _ = coast()
+    with_mask = ds.assign_coords(my_mask=ds.t2m.isel(time=0, drop=True).notnull().astype(float))
+    targets = xr.Dataset(coords={"latitude": ds.latitude[::2], "longitude": ds.longitude[::2]})
+    out = with_mask.np.infill("t2m", targets=targets, land="my_mask", calibrate=False)
+    assert np.isfinite(out.t2m_mean.values).all()
+    from geonp.geo import describe_targets
+
+    assert describe_targets(targets, land="my_mask")[1].land is None
+    assert describe_targets(targets, land="auto")[1].land == COASTLINE
