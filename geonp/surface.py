@@ -6,8 +6,9 @@ or coordinate on the space dims (and perhaps time) named like a land–sea mask 
 ``land_binary_mask`` or ``land_area_fraction`` is read as the land fraction of each point, 0 (sea)
 to 1 (land); percentages are converted. A grid's mask is smoothed over about one cell
 (:func:`geonp.trend.smooth_grid`): 2 m temperature changes over tens of km across a coast, not
-within one cell. A grid without a mask gets one from the bundled global land fraction
-(:mod:`geonp.coastline`) unless ``land="data"`` or ``"none"`` (:func:`land_name`). No torch here.
+within one cell. Data without a mask get one from the bundled global land fraction
+(:mod:`geonp.coastline`: each grid cell's footprint, or a 10 km disk around each station) unless
+``land="data"`` or ``"none"`` (:func:`land_name`). No torch here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .coastline import grid_land_fraction
+from .coastline import grid_land_fraction, station_land_fraction
 from .errors import ConfigError, CoordinateError, VariableNotFoundError
 from .trend import smooth_grid
 
@@ -52,7 +53,7 @@ def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: st
         ``"data"``: a mask among ``ds``'s variables and coordinates on ``space_dims``, found by
         name or CF standard name (one that also has the ``time`` dim, as ERA5's ``lsm`` downloaded
         beside a variable, counts: its first time step is read). ``"auto"`` (``True``): the same,
-        else the bundled land fraction on a grid (two space dims). ``"none"`` (``False``,
+        else the bundled land fraction (:mod:`geonp.coastline`). ``"none"`` (``False``,
         ``None``): no land–sea trend. Any other string names the mask.
 
     Raises
@@ -81,7 +82,7 @@ def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: st
             continue
         if str(key).lower() in _LAND_NAMES or str(v.attrs.get("standard_name", "")).lower() in _LAND_STANDARD_NAMES:
             return str(key)
-    return COASTLINE if land == "auto" and len(space_dims) == 2 else None
+    return COASTLINE if land == "auto" else None
 
 
 def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
@@ -99,6 +100,8 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
     if name is None:
         return None
     if name == COASTLINE:
+        if len(layout.space_dims) == 1:  # stations: the land around each, over a disk
+            return station_land_fraction(lon, lat)
         shape = tuple(ds.sizes[d] for d in layout.space_dims)
         values = grid_land_fraction(np.reshape(lon, shape), np.reshape(lat, shape))
         return smooth_grid(values, LAND_SMOOTH_CELLS).reshape(-1)

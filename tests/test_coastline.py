@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
-from geonp.coastline import TABLE_PATH, grid_land_fraction, land_fraction_at
+from geonp.coastline import TABLE_PATH, grid_land_fraction, land_fraction_at, station_land_fraction
 from geonp.errors import ConfigError, CoordinateError, ModelMismatchError, VariableNotFoundError
 from geonp.geo import describe
 from geonp.surface import COASTLINE, LAND_SMOOTH_CELLS, find_land
@@ -97,7 +97,8 @@ def test_land_option__auto_data_none_or_a_name():
     assert describe(renamed, "t2m", land="my_mask")[1].land == "my_mask"
     stations = xr.Dataset({"v": ("station", [1.0, np.nan, 3.0])},
                           coords={"lat": ("station", [50.0, 51.0, 52.0]), "lon": ("station", [-3.0, -2.0, -1.0])})
-    assert describe(stations, "v", land="auto")[1].land is None  # the bundled table serves grids only
+    assert describe(stations, "v", land="auto")[1].land == COASTLINE  # a disk around each station
+    assert describe(stations, "v", land="data")[1].land is None
 
 
 def test_land_option__bad_values_are_typed_errors():
@@ -149,3 +150,22 @@ def test_targets__a_named_mask_they_lack_falls_back_to_their_own_or_none():
 
     assert describe_targets(targets, land="my_mask")[1].land is None
     assert describe_targets(targets, land="auto")[1].land == COASTLINE
+
+
+def test_station_land_fraction__the_share_of_land_in_a_disk():
+    lon = np.array([10.0, -40.0, -8.25, -7.37])
+    lat = np.array([51.0, 30.0, 51.8, 53.53])  # Germany, mid-Atlantic, Roches Point (a headland), Mullingar
+    got = station_land_fraction(lon, lat)
+    np.testing.assert_array_equal(got[:2], [1.0, 0.0])
+    assert 0.2 < got[2] < 0.8 and got[3] == 1.0
+    np.testing.assert_array_equal(station_land_fraction(lon, lat, 0.0), land_fraction_at(lon, lat))
+    wide = station_land_fraction(lon[2:3], lat[2:3], 50.0)
+    assert wide != got[2] and 0.0 < wide[0] < 1.0
+
+
+def test_find_land__stations_get_the_disk_fraction_unsmoothed():
+    lon, lat = np.array([-8.25, -7.37, -6.35]), np.array([51.8, 53.53, 52.28])
+    stations = xr.Dataset({"v": ("station", [1.0, np.nan, 3.0])},
+                          coords={"lat": ("station", lat), "lon": ("station", lon)})
+    layout = describe(stations, "v", land="auto")[1]
+    np.testing.assert_allclose(find_land(stations, layout, lon, lat), station_land_fraction(lon, lat))
