@@ -56,16 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[40, 60, 100, 150, 300, 1000], metavar="M")
     args = parser.parse_args()
-    ds = rt.load_colorado()[["tmax"]]
-    months = rt.colorado_months()
+    ds, data, hidden, months = rt.colorado_masked("tmax")
     values = ds.tmax.values
-    masked = values.copy()
-    hidden = {}
-    for i in months:
-        hidden[i] = rt.colorado_mask(int(i), np.isfinite(values[i]))
-        masked[i, hidden[i]] = np.nan
-    data = ds.copy()
-    data["tmax"] = ds.tmax.dims, masked
     rows = []
     for scale in [None, *args.scales]:
         start, cpu = time.perf_counter(), time.process_time()

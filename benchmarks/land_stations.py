@@ -75,7 +75,8 @@ def main() -> None:
             h = hidden[d]
             scores.append(rt.scores(v[d, h], pred.wind_speed_mean.values[WINDOW][h],
                                     pred.wind_speed_std.values[WINDOW][h]))
-        rows.append({"method": f"bsa-tnp zero-shot, land={label!r}" if radius is None else f"bsa-tnp zero-shot, {label}",
+        method = f"land={label!r}" if radius is None else label
+        rows.append({"method": f"bsa-tnp zero-shot, {method}",
                      **{k: float(np.mean([s[k] for s in scores])) for k in ("rmse", "mae", "nll", "coverage")},
                      "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu})
         print({k: round(x, 3) if isinstance(x, float) else x for k, x in rows[-1].items()}, flush=True)

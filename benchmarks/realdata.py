@@ -169,17 +169,9 @@ def era5_forecast(args) -> dict:
 
 
 def colorado(args) -> dict:
-    ds = rt.load_colorado()[["tmax"]]
-    months = rt.colorado_months()
+    ds, masked, hidden, months = rt.colorado_masked("tmax")
     out = {"machine": machine(), "months": int(len(months)), "fits": {}, "results": {}}
     values = ds.tmax.values
-    masked_values = values.copy()
-    hidden = {}
-    for i in months:
-        hidden[i] = rt.colorado_mask(int(i), np.isfinite(values[i]))
-        masked_values[i, hidden[i]] = np.nan
-    masked = ds.copy()
-    masked["tmax"] = ds.tmax.dims, masked_values
     train = ds.sel(time=slice(None, "1949-12"))
     for tw in args.colorado_windows:
         # (model, calibrate) per row: the network alone; the package default, which calibrates shipped weights on

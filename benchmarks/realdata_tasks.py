@@ -216,6 +216,22 @@ def colorado_mask(month_index: int, observed: np.ndarray) -> np.ndarray:
     return hidden
 
 
+def colorado_masked(variable: str = "tmax"):
+    """``(data, masked, hidden, months)``: the variable's Dataset, a copy with every eval month's hidden
+    stations set to NaN, the hidden masks by month index (:func:`colorado_mask`) and the eval months."""
+    data = load_colorado()[[variable]]
+    months = colorado_months(variable)
+    values = data[variable].values
+    masked_values = values.copy()
+    hidden = {}
+    for i in months:
+        hidden[i] = colorado_mask(int(i), np.isfinite(values[i]))
+        masked_values[i, hidden[i]] = np.nan
+    masked = data.copy()
+    masked[variable] = data[variable].dims, masked_values
+    return data, masked, hidden, months
+
+
 def colorado_task(month_index: int, variable: str = "tmax") -> dict:
     """One Colorado month as flat arrays: ``x_context`` (n_c, 2) km, ``elev_context`` (n_c,) km,
     ``y_context`` °C, and the same for the hidden (scored) stations, plus lon/lat and station ids."""
