@@ -66,11 +66,13 @@ class GeonpAccessor:
             ``geonp_calibrated`` attribute says which.
         land : {"auto", "data", "none"} or str, default "auto"
             The land–sea mask behind a land–sea trend that each task fits to its context and adds
-            back at the targets (the land fraction smoothed over one grid cell). ``"data"``: a mask in
-            the data (``lsm``, ``sftlf``, ``land_sea_mask``, ... or CF ``land_binary_mask`` /
-            ``land_area_fraction``); ``"auto"``: that, else on grids the bundled global land
-            fraction (0.05°, from the GLOBE 1 km mask; :mod:`geonp.coastline`); ``"none"``: no
-            land–sea trend; or the name of the mask variable. A model fitted with a mask needs one.
+            back at the targets, when its values follow the coast (:func:`geonp.trend.land_contrast`).
+            ``"data"``: a mask in the data (``lsm``, ``sftlf``, ``land_sea_mask``, ... or CF
+            ``land_binary_mask`` / ``land_area_fraction``); ``"auto"``: that, else the bundled
+            global land fraction (0.05°, from the GLOBE 1 km mask; :mod:`geonp.coastline`: each grid
+            cell's footprint, smoothed over one cell, or a 10 km disk around each station);
+            ``"none"``: no land–sea trend; or the name of the mask variable. A model fitted with a
+            mask needs one.
 
         Returns
         -------

@@ -102,8 +102,8 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
 _NAME_OR_PATH = "shipped model name (bsa-tnp, default; te-pt-tnp) or the path of a model saved by `geonp fit`"
 
 
-_LAND_HELP = ("land-sea mask for a land-sea trend: auto (the data's mask, else on grids the bundled global land "
-              "fraction; default), data (the data's only), none, or the mask variable's name")
+_LAND_HELP = ("land-sea mask for a land-sea trend: auto (the data's mask, else the bundled global land fraction; "
+              "default), data (the data's only), none, or the mask variable's name")
 
 
 def _frames_per_task(text: str) -> int | str:

@@ -25,7 +25,6 @@ _STEP_DEG = 0.05
 #: radius of the disk a station's land fraction is the mean over (best of 0, 10, 25 and 50 km on the
 #: Irish wind stations: docs/benchmarks.md, "The bundled land fraction")
 STATION_RADIUS_KM = 10.0
-_KM_PER_DEG = 111.2
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,15 +86,18 @@ def grid_land_fraction(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
 def station_land_fraction(lon: np.ndarray, lat: np.ndarray, radius_km: float = STATION_RADIUS_KM) -> np.ndarray:
     """Land fraction of a disk of ``radius_km`` around each point ``[P]`` (degrees), from the bundled table.
 
-    The disk is sampled on a 9 × 9 lattice clipped to the circle (69 points, 2.5 km apart at 10 km):
+    The disk is sampled on a 9 × 9 lattice clipped to the circle (49 points, 2.5 km apart at 10 km):
     a coastal station gets the share of land around it, not the 0 or 1 of the cell it sits in.
     """
+    from .frames import EARTH_RADIUS_KM  # here: frames imports geo, which imports this module
+
+    km_per_deg = np.deg2rad(EARTH_RADIUS_KM)
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)
     grid = np.linspace(-1.0, 1.0, 9)
     a, b = np.meshgrid(grid, grid)
     inside = a ** 2 + b ** 2 <= 1.0 + 1e-9
-    north = a[inside] * radius_km / _KM_PER_DEG
+    north = a[inside] * radius_km / km_per_deg
     coslat = np.maximum(np.cos(np.deg2rad(lat)), 1e-6)[:, None]
-    east = b[inside][None, :] * radius_km / (_KM_PER_DEG * coslat)
+    east = b[inside][None, :] * radius_km / (km_per_deg * coslat)
     return land_fraction_at(lon[:, None] + east, lat[:, None] + north[None, :]).mean(1)

@@ -207,7 +207,7 @@ def describe(
     elevation : str, optional
         Name of an elevation variable or coordinate; found by name or CF standard name when omitted.
     land : {"data", "auto", "none"} or str
-        The land–sea mask: one found in the data, that or the bundled land fraction on grids, none,
+        The land–sea mask: one found in the data, that or else the bundled land fraction, none,
         or a variable's name (:func:`geonp.surface.land_name`).
 
     Returns

@@ -222,7 +222,7 @@ def _releasing_memory(block):
     return run
 
 
-def _group_places(groups: Sequence[np.ndarray], frames: np.ndarray, n_tgt: int) -> list[list[tuple[int, int]]]:
+def _group_places(groups: Sequence[np.ndarray], frames: np.ndarray) -> list[list[tuple[int, int]]]:
     """For each frame group, ``(block row, position in the group)`` of each of its frames the block holds."""
     row = {int(f): r for r, f in enumerate(frames)}
     return [[(row[int(f)], k) for k, f in enumerate(g) if int(f) in row] for g in groups]
@@ -261,7 +261,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     net, device, norm, window, targets = _setup(payload, values, meta)
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)
     groups = meta.get("groups") or [np.array([f]) for f in frames]
-    own = _group_places(groups, frames, n_tgt)
+    own = _group_places(groups, frames)
     tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
     fill_gaps = bool(meta.get("fill_gaps"))
     # each target's distance to its frame's context (model units, before any coarsening): for the std
@@ -269,7 +269,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     gaps = [None if t is None or (fill_gaps and not norm.gap_std_scale) else gap_to_context(t) for t in tasks]
     # the whole group decides the coarsening (as in every block that holds one of its frames); filling
     # gaps, the deepest gap of the whole window does, so that it does not depend on how chunks cut tiles
-    deep = [_window_gap(window, targets[0], g) if fill_gaps else gap for g, gap in zip(groups, gaps)]
+    n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
+    deep = [_window_gap(window, n_source, g) if fill_gaps else gap for g, gap in zip(groups, gaps)]
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]

@@ -149,8 +149,8 @@ class Model:
         if has_land is False and self.metadata.get("land_trend"):
             raise ModelMismatchError(
                 "this model was fitted with a land-sea mask (its tasks remove a land-sea trend) but the data have "
-                "none; add the mask, e.g. ds.assign_coords(lsm=mask), use land='auto' on a grid (the bundled land "
-                "fraction), or fit a model with land='none'.")
+                "none; add the mask, e.g. ds.assign_coords(lsm=mask), use land='auto' (the bundled land fraction), "
+                "or fit a model with land='none'.")
         if ("hour" in cov or "doy" in cov) and not has_time:
             raise ModelMismatchError("this model uses time-of-day/day-of-year covariates but the data have no time "
                                      "axis; fit a model on data without time.")

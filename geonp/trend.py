@@ -78,7 +78,7 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
                        float(lc.mean()) if use_l else None, powers if use_l else 0)
 
 
-def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
     """``values [n, c]`` at strided query points minus the mean of their ``k`` nearest neighbours in ``xy``."""
     n = len(xy)
     queries = np.arange(n) if n <= _MAX_QUERIES else np.linspace(0, n - 1, _MAX_QUERIES).astype(np.intp)
@@ -91,7 +91,7 @@ def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> tuple[np.nd
         d[np.arange(len(q)), q] = np.inf
         nn = np.argpartition(d, k - 1, axis=1)[:, :k]
         out[start:start + 256] = values[q] - values[nn].mean(1)
-    return queries, out
+    return out
 
 
 def land_contrast(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, land: np.ndarray,
@@ -115,7 +115,7 @@ def land_contrast(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, land:
         idx = np.flatnonzero(labels == f)
         if len(idx) <= k:
             continue
-        _, dep = _local_departures(xy[idx], np.stack([y[idx], land[idx]], 1), k)
+        dep = _local_departures(xy[idx], np.stack([y[idx], land[idx]], 1), k)
         dy.append(dep[:, 0])
         dl.append(dep[:, 1])
     if not dy:
