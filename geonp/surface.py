@@ -38,6 +38,19 @@ COASTLINE = "<bundled land fraction>"
 LAND_OPTIONS = ("auto", "data", "none")
 
 
+def _attr(obj, key: str) -> str:
+    return str(obj.attrs.get(key, "")).lower()
+
+
+def _find_named(ds: xr.Dataset, names: tuple, standard_names: tuple, usable) -> str | None:
+    """The first coordinate, then data variable, that ``usable(name, value)`` accepts and whose
+    lower-cased name is in ``names`` or CF standard name in ``standard_names``; else ``None``."""
+    for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
+        if usable(str(key), v) and (str(key).lower() in names or _attr(v, "standard_name") in standard_names):
+            return str(key)
+    return None
+
+
 def _is_mask(v: xr.DataArray, space_dims: set, time: str | None) -> bool:
     dims = set(v.dims)
     return bool(dims & space_dims) and dims <= space_dims | {time} and np.issubdtype(v.dtype, np.number)
@@ -77,12 +90,9 @@ def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: st
             raise CoordinateError(f"land-sea mask {land!r} has dims {ds[land].dims}; expected numeric values on the "
                                   f"space dims {sorted(space_dims)} (and perhaps time).")
         return land
-    for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
-        if str(key) == var or not _is_mask(v, space_dims, time):
-            continue
-        if str(key).lower() in _LAND_NAMES or str(v.attrs.get("standard_name", "")).lower() in _LAND_STANDARD_NAMES:
-            return str(key)
-    return COASTLINE if land == "auto" else None
+    found = _find_named(ds, _LAND_NAMES, _LAND_STANDARD_NAMES,
+                        lambda key, v: key != var and _is_mask(v, space_dims, time))
+    return found if found is not None else COASTLINE if land == "auto" else None
 
 
 def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
@@ -124,10 +134,6 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
     return values.reshape(-1)
 
 
-def _attr(obj, key: str) -> str:
-    return str(obj.attrs.get(key, "")).lower()
-
-
 def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None) -> str | None:
     if name is not None:
         if name not in ds.variables:
@@ -137,13 +143,9 @@ def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None) -> str | N
             raise CoordinateError(f"elevation {name!r} has dims {ds[name].dims}; expected dims among the space "
                                   f"dims {sorted(space_dims)}.")
         return name
-    for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
-        if not v.dims or not set(v.dims) <= space_dims or not np.issubdtype(v.dtype, np.number):
-            continue
-        if (str(key).lower() in _ELEVATION_NAMES + _GEOPOTENTIAL_NAMES
-                or _attr(v, "standard_name") in _ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES):
-            return str(key)
-    return None
+    return _find_named(ds, _ELEVATION_NAMES + _GEOPOTENTIAL_NAMES, _ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
+                       lambda key, v: bool(v.dims) and set(v.dims) <= space_dims
+                       and np.issubdtype(v.dtype, np.number))
 
 
 def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
