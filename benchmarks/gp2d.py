@@ -97,7 +97,7 @@ def oracle(n_tasks: int, dense_tasks: int) -> dict:
 
 
 def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_targets: int, seed: int,
-              tag: str = "", independent_targets: bool = False) -> dict:
+              tag: str = "", independent_targets: bool = False, lr: float = 1e-3) -> dict:
     """Train one model under ``budget`` CPU-seconds and score it on every variant (``tag``: result file suffix).
 
     ``independent_targets`` draws each training target from its exact conditional given the context
@@ -109,7 +109,7 @@ def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_ta
     base, overrides = VARIANT_MODELS.get(name, (name, {}))
     model = build_model(base, preset="small", space_dims=2, **overrides)
     config = TrainConfig(
-        max_cpu_time=budget, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=50,
+        max_cpu_time=budget, batch_size=8, lr=lr, lr_final=1e-5, warmup_steps=50,
         val_every=250, val_batches=8, seed=seed, progress=False,
     )
     data = GP2D(num_targets=train_targets, noisy_targets=False, joint_targets=not independent_targets)
@@ -131,7 +131,7 @@ def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_ta
         scores[variant] = _score(dists, tasks)
     return {
         "model": name, "parameters": model.num_parameters(), "steps": result.steps,
-        "independent_targets": independent_targets, "machine": machine(),
+        "independent_targets": independent_targets, "lr": lr, "machine": machine(),
         "train_cpu_s": result.cpu_seconds, "train_wall_s": result.wall_seconds, "best_val": result.best_val,
         "scores": scores, "inference": timing,
         "history": [h for h in result.history if h.get("val") is not None],
@@ -165,6 +165,7 @@ def main() -> None:
     parser.add_argument("--train-targets", type=int, default=256, help="targets per training task")
     parser.add_argument("--independent-targets", action="store_true",
                         help="train on targets drawn independently given the context (cheaper, same per-target law)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (cosine to 1e-5)")
     parser.add_argument("--parallel", type=int, default=2, help="models trained at once (one thread each)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--aggregate", action="store_true", help="only combine existing per-model results")
@@ -183,7 +184,7 @@ def main() -> None:
     if args.run_model:
         torch.set_num_threads(1)
         res = run_model(args.run_model, args.budget, args.tasks, args.dense_tasks, args.train_targets, args.seed,
-                        args.tag, args.independent_targets)
+                        args.tag, args.independent_targets, args.lr)
         save_json(f"gp2d-{args.run_model}{args.tag}", res)
         return
     info = machine()
