@@ -89,8 +89,12 @@ class GeonpAccessor:
 
         return api.infill(self._obj, var, **kwargs)
 
-    def forecast(self, var: str | None = None, *, hours: float, **kwargs) -> xr.Dataset:
+    def forecast(self, var: str | None = None, *, hours: float | None = None, steps: int | None = None,
+                 **kwargs) -> xr.Dataset:
         """Forecast ``var`` at every lead up to ``hours`` after ``init_time`` (default: the last step).
+
+        ``steps=n`` instead of ``hours`` asks for ``n`` leads of one time step each (handy for daily or
+        monthly data; on an axis of calendar months lead ``k`` is ``k`` months later in ``valid_time``).
 
         Takes ``model``, ``init_time`` (one time or a list), ``chunks``, ``device``, ``crs``,
         ``halo``, ``tile``, ``context_frames`` (past frames used as context) and ``reference``
@@ -108,7 +112,7 @@ class GeonpAccessor:
         """
         from . import api
 
-        return api.forecast(self._obj, var, hours=hours, **kwargs)
+        return api.forecast(self._obj, var, hours=hours, steps=steps, **kwargs)
 
     def fit(self, var: str | None = None, **kwargs):
         """Train a model on this data and return a :class:`geonp.Model` (``model.save(path)``).

@@ -217,7 +217,8 @@ def forecast(
     obj: xr.Dataset | xr.DataArray,
     var: str | None = None,
     *,
-    hours: float,
+    hours: float | None = None,
+    steps: int | None = None,
     model: str | os.PathLike | Model = "bsa-tnp",
     init_time=None,
     covariates=None,
@@ -231,7 +232,7 @@ def forecast(
     batch_size: int = 8,
     calibrate: bool | str = "auto",
 ) -> xr.Dataset:
-    """Forecast ``var`` up to ``hours`` ahead; see :meth:`GeonpAccessor.forecast`."""
+    """Forecast ``var`` up to ``hours`` ahead (or ``steps`` time steps); see :meth:`GeonpAccessor.forecast`."""
     from . import calibrate_input
 
     calibrate_input.check_option(calibrate, model)
@@ -246,17 +247,8 @@ def forecast(
         raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one.")
     step = timeaxis.time_step_hours(times)
     timeaxis.check_regular(times, layout.time)
-    try:
-        hours = float(hours)
-    except (TypeError, ValueError) as exc:
-        raise TimeAxisError(f"hours={hours!r} is not a number of hours.") from exc
-    if not np.isfinite(hours):
-        raise TimeAxisError(f"hours={hours:g}; expected a finite positive multiple of the data's time step "
-                            f"({step:g} h), e.g. hours={6 * step:g}.")
-    n_leads = hours / step
-    if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-6:
-        raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "
-                            f"use e.g. hours={step * max(1, round(n_leads)):g}.")
+    n_leads = timeaxis.lead_count(hours, steps, step)
+    hours = n_leads * step
     windows = {"halo": halo, "tile": tile, "context_frames": context_frames}
     m = with_settings(resolve_model(model), **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
@@ -274,18 +266,19 @@ def forecast(
     problem, _ = _plan(work, layout, m, "forecast")
     from .inference import ModelPayload, resolve_device
 
-    leads = np.arange(1, int(round(n_leads)) + 1)
+    leads = np.arange(1, n_leads + 1)
     mean, std = lazy_forecast(problem, ModelPayload.from_net(m.net), m.settings, inits=inits, leads=leads,
                               chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size,
                               calibration=calibration)
-    lead_td = pd.to_timedelta(leads * step, unit="h").values
-    init_values = times[inits]
     coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
     coords.update(space_coords(ds, layout))
-    coords["init_time"] = ("init_time", init_values)
-    coords["lead_time"] = ("lead_time", lead_td, {"long_name": "lead time", "standard_name": "forecast_period"})
-    step_add = lead_td if init_values.dtype != object else np.array(lead_td.astype("timedelta64[us]").tolist())
-    coords["valid_time"] = (("init_time", "lead_time"), init_values[:, None] + step_add[None, :],
+    coords["init_time"] = ("init_time", times[inits])
+    lead_attrs = {"long_name": "lead time", "standard_name": "forecast_period"}
+    if timeaxis.is_monthly(times):
+        lead_attrs["comment"] = (f"lead k is k calendar months after init_time (valid_time); these values are k x the "
+                                 f"median step, {step:g} h")
+    coords["lead_time"] = ("lead_time", pd.to_timedelta(leads * step, unit="h").values, lead_attrs)
+    coords["valid_time"] = (("init_time", "lead_time"), timeaxis.valid_times(times, inits, leads, step),
                             {"long_name": "valid time", "standard_name": "time"})
     dims = [*layout.extra_dims, "init_time", "lead_time", *layout.space_dims]
     src = ds[layout.var]

@@ -3,7 +3,7 @@
 ::
 
     geonp infill   INPUT --out OUT.zarr [--var V] [--model NAME|PATH] [--targets PATH] [--chunks SPEC] ...
-    geonp forecast INPUT --hours H --out OUT.zarr [--init-time ISO ...] [--context-frames N] ...
+    geonp forecast INPUT --hours H (or --steps N) --out OUT.zarr [--init-time ISO ...] [--context-frames N] ...
     geonp fit      INPUT --out MODEL.geonp [--task infill|forecast] [--max-time 10min] [--steps N] ...
     geonp demo     [--model bsa-tnp] [--seed 0] [--out demo.zarr] [--png demo.png]
 
@@ -118,6 +118,9 @@ def _frames_per_task(text: str) -> int | str:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="geonp", description="Infill and forecast gridded or station data with transformer neural processes.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"geonp {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{infill,forecast,fit,demo}")
 
     p = sub.add_parser("infill", help="fill the gaps (NaN) of a variable, or predict it at --targets",
@@ -137,8 +140,10 @@ def _parser() -> argparse.ArgumentParser:
                        description="Forecast a variable at every lead time up to --hours after the initial time(s) "
                                    "and write {var}_mean and {var}_std to a Zarr store.")
     _common(p, model_help=_NAME_OR_PATH)
-    p.add_argument("--hours", type=float, required=True, metavar="H",
-                   help="last lead time, a multiple of the time step")
+    leads = p.add_mutually_exclusive_group(required=True)
+    leads.add_argument("--hours", type=float, metavar="H", help="last lead time, a multiple of the time step")
+    leads.add_argument("--steps", type=int, metavar="N",
+                       help="number of lead times of one time step each (instead of --hours; e.g. daily or monthly data)")
     p.add_argument("--out", required=True, metavar="OUT.zarr", help="Zarr store to write")
     p.add_argument("--init-time", nargs="+", metavar="ISO", help="initial time(s) (default: the last time step)")
     _predict_options(p)
@@ -259,7 +264,7 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
     out = _refuse_existing(args.out, args)
     ds = _open(args, chunks)
     with _progress(args):
-        result = api.forecast(ds, args.var, hours=args.hours, model=args.model, init_time=args.init_time,
+        result = api.forecast(ds, args.var, hours=args.hours, steps=args.steps, model=args.model, init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
                               halo=args.halo, tile=args.tile, context_frames=args.context_frames,
                               reference=args.reference, batch_size=args.batch_size,

@@ -9,9 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .errors import TimeAxisError
+from .errors import ConfigError, TimeAxisError
 
-__all__ = ["is_time", "is_cftime", "steps_seconds", "time_hours", "time_step_hours"]
+__all__ = ["is_time", "is_cftime", "steps_seconds", "time_hours", "time_step_hours", "check_regular", "is_monthly",
+           "lead_count", "valid_times"]
+
+#: shortest and longest step of an axis of calendar months, in hours
+_MONTH_HOURS = (28 * 24, 31 * 24)
 
 
 def is_time(values) -> bool:
@@ -65,7 +69,7 @@ def check_regular(values: np.ndarray, name: str) -> None:
     frame each, and the 1 % passes leap years and rounding.
     """
     spacing = np.diff(time_hours(values))
-    if len(spacing) == 0 or ((spacing >= 28 * 24) & (spacing <= 31 * 24)).all():
+    if len(spacing) == 0 or is_monthly(values):
         return
     step = float(np.median(spacing))
     if np.abs(spacing - step).max() > 0.01 * step:
@@ -73,3 +77,84 @@ def check_regular(values: np.ndarray, name: str) -> None:
                             f"{spacing.max():g} h); forecasting counts leads in steps and needs a regular axis. "
                             f"Insert the missing frames as NaN first, e.g. ds.resample({name}='{spacing.min():g}h')"
                             ".asfreq().")
+
+
+def is_monthly(values: np.ndarray) -> bool:
+    """Whether the axis steps by calendar months: every step 28–31 days (two times or more)."""
+    spacing = np.diff(time_hours(values))
+    return len(spacing) > 0 and bool(((spacing >= _MONTH_HOURS[0]) & (spacing <= _MONTH_HOURS[1])).all())
+
+
+def lead_count(hours, steps, step: float) -> int:
+    """The number of lead times asked for by ``hours=`` or ``steps=`` (exactly one) on an axis of ``step`` hours.
+
+    Raises
+    ------
+    ConfigError
+        Both or neither given.
+    TimeAxisError
+        ``hours`` not a positive multiple of ``step``, or ``steps`` not a whole number >= 1.
+    """
+    if (hours is None) == (steps is None):
+        raise ConfigError(f"forecast needs exactly one of hours= (the last lead time, in hours) or steps= (the "
+                          f"number of lead times, each one time step of {step:g} h); got "
+                          f"{'both' if hours is not None else 'neither'}.")
+    if steps is not None:
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+            raise TimeAxisError(f"steps={steps!r}; expected a whole number of time steps >= 1 (the data's step is "
+                                f"{step:g} h), e.g. steps=6.")
+        return int(steps)
+    try:
+        hours = float(hours)
+    except (TypeError, ValueError) as exc:
+        raise TimeAxisError(f"hours={hours!r} is not a number of hours.") from exc
+    if not np.isfinite(hours):
+        raise TimeAxisError(f"hours={hours:g}; expected a finite positive multiple of the data's time step "
+                            f"({step:g} h), e.g. hours={6 * step:g}.")
+    n_leads = hours / step
+    if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-6:
+        raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "
+                            f"use e.g. hours={step * max(1, round(n_leads)):g}, or steps={max(1, round(n_leads))}.")
+    return int(round(n_leads))
+
+
+def valid_times(times: np.ndarray, inits: np.ndarray, leads: np.ndarray, step: float) -> np.ndarray:
+    """``[len(inits), len(leads)]`` valid times of leads ``leads`` (in steps) from ``times[inits]``.
+
+    Lead ``k`` is ``k × step`` hours after its initial time. On an axis of calendar months
+    (:func:`is_monthly`) it is the time of the frame ``k`` steps later: the axis' own value while it
+    lasts, then calendar months after its last time (the same day of the month, or the last day
+    when every time is a month's last day), in the axis' own calendar for cftime dates.
+    """
+    times = np.asarray(times)
+    inits, leads = np.asarray(inits, dtype=np.int64), np.asarray(leads, dtype=np.int64)
+    if is_monthly(times):
+        frames = inits[:, None] + leads[None, :]
+        out = times[np.minimum(frames, len(times) - 1)].copy()
+        beyond = frames >= len(times)
+        if beyond.any():
+            out[beyond] = _add_months(times, times[-1], frames[beyond] - (len(times) - 1))
+        return out
+    lead_td = pd.to_timedelta(leads * step, unit="h").values
+    init_values = times[inits]
+    if init_values.dtype == object:  # cftime dates add datetime.timedelta
+        lead_td = np.array(lead_td.astype("timedelta64[us]").tolist())
+    return init_values[:, None] + lead_td[None, :]
+
+
+def _add_months(times: np.ndarray, anchor, months: np.ndarray) -> np.ndarray:
+    """``anchor`` (a time of ``times``) plus each of ``months`` calendar months; month ends stay month ends
+    when every one of ``times`` is one."""
+    if times.dtype != object:
+        month_end = bool(pd.DatetimeIndex(times).is_month_end.all())
+        start = pd.Timestamp(anchor)
+        moved = [start + (pd.offsets.MonthEnd(int(k)) if month_end else pd.DateOffset(months=int(k))) for k in months]
+        return np.array([np.datetime64(t) for t in moved]).astype(times.dtype)
+    month_end = all(d.day == d.daysinmonth for d in times)
+
+    def add(d, k: int):
+        year, month0 = divmod(d.month - 1 + k, 12)
+        first = d.replace(year=d.year + year, month=month0 + 1, day=1)
+        return first.replace(day=first.daysinmonth if month_end else min(d.day, first.daysinmonth))
+
+    return np.array([add(anchor, int(k)) for k in months], dtype=object)

@@ -286,8 +286,18 @@ def test_forecast_contract_and_errors(small):
     assert np.isfinite(fc.t2m_mean).all() and (fc.t2m_std > 0).all()
     two = full.np.forecast("t2m", hours=1, init_time=[ds.time.values[1], ds.time.values[2]])
     assert two.sizes["init_time"] == 2
-    with pytest.raises(TimeAxisError, match="not a positive multiple of the data's time step \\(1 h\\)"):
+    with pytest.raises(TimeAxisError, match="not a positive multiple of the data's time step \\(1 h\\).*steps=2"):
         full.np.forecast("t2m", hours=1.5)
+    by_steps = full.np.forecast("t2m", steps=2)  # the same leads counted in time steps
+    np.testing.assert_array_equal(by_steps.t2m_mean.values, fc.t2m_mean.values)
+    np.testing.assert_array_equal(by_steps.valid_time.values, fc.valid_time.values)
+    with pytest.raises(ConfigError, match="exactly one of hours=.*or steps=.*got both"):
+        full.np.forecast("t2m", hours=2, steps=2)
+    with pytest.raises(ConfigError, match="exactly one of hours=.*got neither"):
+        full.np.forecast("t2m")
+    for bad in (0, 1.5, True):
+        with pytest.raises(TimeAxisError, match=f"steps={bad!r}; expected a whole number of time steps >= 1"):
+            full.np.forecast("t2m", steps=bad)
     for bad in (float("nan"), float("inf")):  # before: a bare ValueError / OverflowError from round()
         with pytest.raises(TimeAxisError, match="expected a finite positive multiple of the data's time step"):
             full.np.forecast("t2m", hours=bad)

@@ -1,4 +1,4 @@
-"""Climate-model calendars (cftime dates) work like datetime64 times."""
+"""Climate-model calendars (cftime dates) work like datetime64 times; axes of calendar months count months."""
 
 import pyproj  # noqa: F401  isort: skip
 
@@ -54,3 +54,59 @@ def test_unsorted_cftime_is_refused():
     ds = noleap()
     with pytest.raises(CoordinateError, match="non-monotonic"):
         ds.isel(time=[0, 2, 1, 3]).np.infill("tas", model="te-pt-tnp")
+
+
+# ------------------------------------------------------------------------------------- calendar months
+
+
+@pytest.mark.parametrize("start, freq, expected", [
+    # month starts: the axis' own frames, then calendar months after its last time
+    ("1990-01-01", "MS", [["1990-02-01", "1990-03-01", "1990-04-01"], ["1990-04-01", "1990-05-01", "1990-06-01"]]),
+    # month ends stay month ends (28, 31, 30 days)
+    ("1990-01-31", "ME", [["1990-02-28", "1990-03-31", "1990-04-30"], ["1990-04-30", "1990-05-31", "1990-06-30"]]),
+    # mid-month labels keep their day
+    ("1990-01-15", "MS", None),
+])
+def test_valid_times_of_a_monthly_axis_are_calendar_months(start, freq, expected):
+    if expected is None:
+        times = (np.array(xr.date_range("1990-01-01", periods=3, freq="MS").values)
+                 + np.timedelta64(14, "D"))
+        expected = [["1990-02-15", "1990-03-15", "1990-04-15"], ["1990-04-15", "1990-05-15", "1990-06-15"]]
+    else:
+        times = np.asarray(xr.date_range(start, periods=3, freq=freq).values)
+    assert timeaxis.is_monthly(times)
+    got = timeaxis.valid_times(times, np.array([0, 2]), np.arange(1, 4), timeaxis.time_step_hours(times))
+    np.testing.assert_array_equal(got, np.array(expected, dtype="datetime64[ns]").astype(times.dtype))
+
+
+def test_valid_times_of_monthly_cftime_and_of_hourly_axes():
+    noleap_ends = np.asarray(xr.date_range("1990-01-31", periods=2, freq="ME", calendar="noleap", use_cftime=True))
+    got = timeaxis.valid_times(noleap_ends, np.array([1]), np.arange(1, 3), timeaxis.time_step_hours(noleap_ends))
+    assert list(got[0]) == [cftime.DatetimeNoLeap(1990, 3, 31), cftime.DatetimeNoLeap(1990, 4, 30)]
+    d360 = np.asarray(xr.date_range("1990-11-16", periods=2, freq="30D", calendar="360_day", use_cftime=True))
+    assert timeaxis.is_monthly(d360)  # 30-day months
+    got = timeaxis.valid_times(d360, np.array([1]), np.arange(1, 3), 720.0)
+    assert list(got[0]) == [cftime.Datetime360Day(1991, 1, 16), cftime.Datetime360Day(1991, 2, 16)]
+    hourly = np.asarray(xr.date_range("1990-01-01", periods=3, freq="6h").values)
+    assert not timeaxis.is_monthly(hourly)
+    got = timeaxis.valid_times(hourly, np.array([2]), np.arange(1, 3), 6.0)
+    np.testing.assert_array_equal(got[0], hourly[2] + np.array([6, 12], dtype="timedelta64[h]"))
+
+
+def test_monthly_station_forecast_labels_calendar_months():
+    """Leads on monthly data are months: a forecast from January is valid on 1 February, 1 March, ..."""
+    rng = np.random.default_rng(0)
+    t = xr.date_range("1990-01-01", periods=24, freq="MS")
+    n = 30
+    season = 10 * np.sin(2 * np.pi * np.arange(24) / 12)[:, None]
+    ds = xr.Dataset({"tmax": (("time", "station"), 15 + season + rng.standard_normal((24, n)), {"units": "degC"})},
+                    coords={"time": t, "lat": ("station", rng.uniform(37, 41, n)),
+                            "lon": ("station", rng.uniform(-109, -102, n))})
+    fc = ds.np.forecast("tmax", steps=3, init_time=["1990-01-01", "1991-11-01"], calibrate=False)
+    expected = np.array([["1990-02-01", "1990-03-01", "1990-04-01"], ["1991-12-01", "1992-01-01", "1992-02-01"]],
+                        dtype="datetime64[ns]")
+    np.testing.assert_array_equal(fc.valid_time.values, expected.astype(fc.valid_time.dtype))
+    assert "calendar months" in fc.lead_time.attrs["comment"]
+    same = ds.np.forecast("tmax", hours=3 * timeaxis.time_step_hours(t.values), init_time=["1990-01-01"],
+                          calibrate=False)
+    np.testing.assert_array_equal(same.tmax_mean.values[0], fc.tmax_mean.values[0])

@@ -95,17 +95,29 @@ def test_cli__bad_option_value_is_one_error_line(capsys):
     assert "argument --hours: invalid float value: 'abc'" in _one_error_line(capsys)
 
 
-@pytest.mark.parametrize("argv, missing", [
-    (["infill", "x.nc"], "--out"),
-    (["forecast", "x.nc", "--out", "o.zarr"], "--hours"),
-    (["fit", "--out", "m.geonp"], "INPUT"),
+@pytest.mark.parametrize("argv, expected", [
+    (["infill", "x.nc"], "the following arguments are required: .*--out"),
+    (["forecast", "x.nc", "--out", "o.zarr"], "one of the arguments --hours --steps is required"),
+    (["forecast", "x.nc", "--out", "o.zarr", "--hours", "2", "--steps", "2"],
+     "argument --steps: not allowed with argument --hours"),
+    (["fit", "--out", "m.geonp"], "the following arguments are required: .*INPUT"),
 ])
-def test_cli__missing_required_argument_exits_2(capsys, argv, missing):
-    """A missing INPUT, --out or --hours is argparse's usage error, exit 2."""
+def test_cli__missing_required_argument_exits_2(capsys, argv, expected):
+    """A missing INPUT or --out, or neither or both of --hours and --steps, is argparse's usage error, exit 2."""
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    assert re.search(rf"error: the following arguments are required: .*{missing}", _one_error_line(capsys))
+    assert re.search(rf"error: {expected}", _one_error_line(capsys))
+
+
+def test_cli__version(capsys):
+    """`geonp --version` prints the package version and exits 0."""
+    import geonp
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"geonp {geonp.__version__}"
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -252,7 +264,8 @@ def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypa
 
 
 @pytest.mark.parametrize("command, extra", [("infill", ["--time-window", "2"]),
-                                            ("forecast", ["--hours", "1", "--context-frames", "2"])])
+                                            ("forecast", ["--hours", "1", "--context-frames", "2"]),
+                                            ("forecast", ["--steps", "3", "--context-frames", "2"])])
 def test_cli_predict__passes_batch_size_and_windows_on(nc, tmp_path, monkeypatch, command, extra):
     """--batch-size and the window options reach geonp.api (nothing is computed here)."""
     import geonp.api
@@ -269,6 +282,8 @@ def test_cli_predict__passes_batch_size_and_windows_on(nc, tmp_path, monkeypatch
     assert seen["batch_size"] == 3
     assert seen.get("land") == ("auto" if command == "infill" else None)  # forecasts take no land option
     assert seen.get("time_window", seen.get("context_frames")) == 2
+    if command == "forecast":
+        assert (seen["hours"], seen["steps"]) == ((1.0, None) if "--hours" in extra else (None, 3))
     assert not (tmp_path / "o.zarr").exists()
 
 
