@@ -93,6 +93,24 @@ def test_valid_times_of_monthly_cftime_and_of_hourly_axes():
     np.testing.assert_array_equal(got[0], hourly[2] + np.array([6, 12], dtype="timedelta64[h]"))
 
 
+def test_monthly_frames_are_one_model_time_unit_apart():
+    """28- and 31-day months are one step each in model time, as leads count them."""
+    from geonp import geo
+    from geonp.chunked import build_problem
+    from geonp.normalise import Normaliser
+
+    t = xr.date_range("1990-01-01", periods=5, freq="MS")
+    ds = xr.Dataset({"v": (("time", "station"), np.ones((5, 3)))},
+                    coords={"time": t, "lat": ("station", [40.0, 41, 42]), "lon": ("station", [-105.0, -104, -103])})
+    ds, layout = geo.describe(ds, "v")
+    step = timeaxis.time_step_hours(t.values)
+    problem = build_problem(ds, layout, Normaliser(time_unit_hours=step), observed_fraction=1.0)
+    np.testing.assert_allclose(problem.t_units, np.arange(5))
+    hourly = ds.assign_coords(time=xr.date_range("1990-01-01", periods=5, freq="2h"))
+    problem = build_problem(*geo.describe(hourly, "v"), Normaliser(time_unit_hours=1.0), observed_fraction=1.0)
+    np.testing.assert_allclose(problem.t_units, 2.0 * np.arange(5))
+
+
 def test_monthly_station_forecast_labels_calendar_months():
     """Leads on monthly data are months: a forecast from January is valid on 1 February, 1 March, ..."""
     rng = np.random.default_rng(0)
