@@ -439,8 +439,12 @@ def test_infill_calibrates_station_data_by_default():
     assert not np.allclose(auto.tmax_std, raw.tmax_std)
     assert (auto.attrs["geonp_calibrated"], raw.attrs["geonp_calibrated"]) == (
         "on held-out observed values of the input", "no")
-    # ... unless too few values are observed to hold some out
-    few = st.isel(time=[0])
+    # ... small networks too (one month of 8 stations) ...
+    small = st.isel(time=[0], station=slice(0, 10))
+    assert AUTO_CALIBRATION_POINTS <= int(small.tmax.notnull().sum()) < 10
+    assert small.np.infill("tmax", model="te-pt-tnp").attrs["geonp_calibrated"] != "no"
+    # ... but not two values, too few to hold some out
+    few = st.isel(time=[0], station=slice(0, 3))
     assert int(few.tmax.notnull().sum()) < AUTO_CALIBRATION_POINTS
     assert few.np.infill("tmax", model="te-pt-tnp").attrs["geonp_calibrated"] == "no"
 
