@@ -57,7 +57,8 @@ def infill_calibration(calibrate, model, ds: xr.Dataset, layout: geo.Layout, n_o
 
     ``"auto"`` calibrates shipped weights on station data with at least
     :data:`AUTO_CALIBRATION_POINTS` observed values (``n_obs``): their nugget is what the
-    shipped weights miss, in networks of every size measured (docs/benchmarks.md). On grids calibration made the intervals wider
+    shipped weights miss, in networks of every size measured
+    (docs/benchmarks.md). On grids calibration made the intervals wider
     than needed, so grids are left to the network unless ``calibrate=True``.
     """
     auto = calibrate == "auto"

@@ -143,7 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     leads = p.add_mutually_exclusive_group(required=True)
     leads.add_argument("--hours", type=float, metavar="H", help="last lead time, a multiple of the time step")
     leads.add_argument("--steps", type=int, metavar="N",
-                       help="number of lead times of one time step each (instead of --hours; e.g. daily or monthly data)")
+                       help="number of lead times of one time step each (instead of --hours; e.g. daily or "
+                            "monthly data)")
     p.add_argument("--out", required=True, metavar="OUT.zarr", help="Zarr store to write")
     p.add_argument("--init-time", nargs="+", metavar="ISO", help="initial time(s) (default: the last time step)")
     _predict_options(p)
@@ -264,7 +265,8 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
     out = _refuse_existing(args.out, args)
     ds = _open(args, chunks)
     with _progress(args):
-        result = api.forecast(ds, args.var, hours=args.hours, steps=args.steps, model=args.model, init_time=args.init_time,
+        result = api.forecast(ds, args.var, hours=args.hours, steps=args.steps, model=args.model,
+                              init_time=args.init_time,
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
                               halo=args.halo, tile=args.tile, context_frames=args.context_frames,
                               reference=args.reference, batch_size=args.batch_size,
