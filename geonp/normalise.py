@@ -47,7 +47,8 @@ def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
     if not (e_ok or l_ok):
         return None
     return StaticBasis(basis.e0 if e_ok else None, basis.e_powers if e_ok else 0,
-                       basis.l0 if l_ok else None, basis.l_powers if l_ok else 0)
+                       basis.l0 if l_ok else None, basis.l_powers if l_ok else 0,
+                       basis.xy0 if e_ok else None, basis.xy_scale)
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:
@@ -216,26 +217,28 @@ class Normaliser:
         """Weight of the trend term per lead (see ``lead_trend_weight``), or ``None`` when there is none."""
         return _per_lead(self.lead_trend_weight, lead_frames) if self.lead_trend_weight else None
 
-    def elevation_fit(self, yc: np.ndarray, ec: np.ndarray | None,
-                      lc: np.ndarray | None = None) -> tuple[StaticBasis, np.ndarray] | None:
+    def elevation_fit(self, yc: np.ndarray, ec: np.ndarray | None, lc: np.ndarray | None = None,
+                      xyc: np.ndarray | None = None) -> tuple[StaticBasis, np.ndarray] | None:
         """Fit the context values' static trend: ``(basis, coefficients)``, or ``None`` when none applies.
 
         The trend is linear in the :class:`~geonp.trend.StaticBasis` of the context: powers of
         ``u = (e − e0) / 1000 m`` (a lapse rate, and one that changes with height, as inversions
         in valleys make it) and of the land fraction ``l − l0`` (land against sea), least squares
-        with an intercept that is not kept. Elevation needs ``elevation_trend``; see
+        with an intercept that is not kept. Given the context positions ``xyc``, the elevation
+        trend may also vary across the task. Elevation needs ``elevation_trend``; see
         :func:`geonp.trend.static_basis` for the counts and spreads each needs.
         """
-        basis = static_basis(ec, lc, elevation=self.elevation_trend)
+        basis = static_basis(ec, lc, elevation=self.elevation_trend, xyc=xyc)
         if basis is None:
             return None
-        design = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc)], 1)
+        design = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
         coef = np.linalg.lstsq(design, np.asarray(yc, dtype=np.float64), rcond=None)[0][1:]
         return basis, coef
 
     def frame_offsets(self, yc: np.ndarray, tc: np.ndarray, ec: np.ndarray | None, tt: np.ndarray,
-                      et: np.ndarray | None, lc: np.ndarray | None = None,
-                      lt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                      et: np.ndarray | None, lc: np.ndarray | None = None, lt: np.ndarray | None = None,
+                      xyc: np.ndarray | None = None,
+                      xyt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-frame means plus the elevation trend at the context and the targets, or ``None``.
 
         One least-squares fit of the context values on an intercept per frame (frames are the
@@ -257,26 +260,28 @@ class Normaliser:
         if len(frames) < 2 or (frames[at] != tt).any() or (counts[np.unique(at)] < MIN_FRAME_POINTS).any():
             return None
         design = np.eye(len(frames))[inv]
-        basis = _target_basis(static_basis(ec, lc, elevation=self.elevation_trend), et, lt)
+        basis = _target_basis(static_basis(ec, lc, elevation=self.elevation_trend,
+                                           xyc=xyc if xyt is not None else None), et, lt)
         if basis is not None:
-            design = np.concatenate([design, basis.columns(ec, lc)], 1)
+            design = np.concatenate([design, basis.columns(ec, lc, xyc)], 1)
         coef = np.linalg.lstsq(design, yc, rcond=None)[0]
         fitted = design @ coef
         if np.std(coef[: len(frames)]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
         off_t = coef[at]
         if basis is not None:
-            off_t = off_t + basis.columns(et, lt) @ coef[len(frames):]
+            off_t = off_t + basis.columns(et, lt, xyt) @ coef[len(frames):]
         return fitted, off_t
 
     def elevation_offset(self, fit: tuple[StaticBasis, np.ndarray], e: np.ndarray | None,
-                         land: np.ndarray | None = None) -> np.ndarray:
-        """Evaluate the trend of :meth:`elevation_fit` at elevations ``e`` (m) and land fractions ``land``.
+                         land: np.ndarray | None = None, xy: np.ndarray | None = None) -> np.ndarray:
+        """Evaluate the trend of :meth:`elevation_fit` at elevations ``e`` (m), land fractions ``land``
+        and positions ``xy``.
 
         Without its intercept.
         """
         basis, coef = fit
-        return basis.columns(e, land) @ coef
+        return basis.columns(e, land, xy) @ coef
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored; see ``small_context_scale``)."""

@@ -103,6 +103,36 @@ def test_elevation_trend_is_quadratic_from_thirty_points():
     assert Normaliser(elevation_trend=False).elevation_fit(y, e) is None
 
 
+def test_elevation_trend_varies_across_the_task_from_fifty_sites():
+    """With positions and 50+ sites, a lapse rate that changes across the region is fitted exactly and
+    evaluated at new points; fewer sites (or no positions) keep one lapse rate for the whole task."""
+    rng = np.random.default_rng(5)
+    xy = rng.uniform(-5, 5, (80, 2)) + 100.0  # far from the origin: centred inside the basis
+    e = rng.uniform(1000, 3500, 80)
+    u = (e - e.mean()) / 1000
+
+    def field(xy, u):
+        X = xy[:, 0] - 100.0
+        return 20 - (6.5 + 0.4 * X) * u + 0.3 * (xy[:, 1] - 100.0)
+
+    y = field(xy, u)
+    norm = Normaliser()
+    basis, coef = fit = norm.elevation_fit(y, e, None, xy)
+    assert basis.xy0 is not None and basis.size == 6
+    xy2, e2 = rng.uniform(-5, 5, (10, 2)) + 100.0, rng.uniform(1000, 3500, 10)
+    got = norm.elevation_offset(fit, e2, None, xy2) - norm.elevation_offset(fit, e, None, xy).mean()
+    want = field(xy2, (e2 - e.mean()) / 1000) - y.mean()
+    np.testing.assert_allclose(got, want, atol=1e-8)
+    assert norm.elevation_fit(y[:49], e[:49], None, xy[:49])[0].xy0 is None  # 49 sites: one lapse rate
+    assert norm.elevation_fit(y, e)[0].xy0 is None  # no positions
+    with pytest.raises(ValueError, match="needs the points' positions"):
+        basis.columns(e, None)
+    # through make_task: the network sees no residual, the targets get the trend back
+    task = make_task(norm, np.c_[xy, np.zeros(80)][:, :2], y, None, e, np.c_[xy2], None, e2)
+    np.testing.assert_allclose(task.yc, 0.0, atol=1e-6)
+    np.testing.assert_allclose(task.offset + task.shift, field(xy2, (e2 - e.mean()) / 1000), atol=1e-8)
+
+
 def _seasonal_frames(rng, n_frames=5, n=60, jumps=(0.0, 6.0, 11.0, 14.0, 12.0)):
     """Stations on ``n_frames`` monthly frames: a mean per frame, a lapse rate and a small anomaly."""
     e = rng.uniform(1000, 3500, n)

@@ -119,12 +119,13 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
     if lc is not None and static_basis(None, lc) is not None and land_contrast(
             xc[:, :2], xc[:, -1] if xc.shape[1] > 2 else None, yc, lc) < LAND_CONTRAST_R2:
         lc = lt = None  # the values do not change across the coast: no land trend (geonp.trend.land_contrast)
-    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt) if xc.shape[1] > 2 else None
+    xyc, xyt = xc[:, :2], xt[:, :2]
+    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt) if xc.shape[1] > 2 else None
     if frame is not None:
         yc, offset = yc - frame[0], frame[1]
-    elif (fit := norm.elevation_fit(yc, ec, lc)) is not None:
-        yc = yc - norm.elevation_offset(fit, ec, lc)
-        offset = norm.elevation_offset(fit, et, lt)
+    elif (fit := norm.elevation_fit(yc, ec, lc, xyc)) is not None:
+        yc = yc - norm.elevation_offset(fit, ec, lc, xyc)
+        offset = norm.elevation_offset(fit, et, lt, xyt)
     shift, scale = norm.standardise(yc)
     if yt is not None:
         yt = ((yt - shift - (offset if offset is not None else 0.0)) / scale)[:, None]
