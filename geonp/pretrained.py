@@ -33,6 +33,8 @@ OVERRIDES = {
                     position_moments=4),
     "te-pt-tnp": {},
 }
+#: what the terrain-aware weights add: one covariate, elevation in km less the mean, with an attention bias
+TERRAIN_OVERRIDES = dict(covariate_dims=1, bias_covariates=(0,))
 
 
 def pretrained_path(name: str) -> Path:
@@ -80,7 +82,7 @@ def pretraining_recipe(
     name: str, *, max_cpu_time: float, seed: int = 0, hole_probability: float = 0.5,
     noise_std_range: tuple[float, float] = (0.01, 0.3), num_locations: tuple[int, int] = (64, 256),
     max_points: int = 1500, lattice_probability: float = 0.0, hole_fraction: tuple[float, float] = (0.03, 0.3),
-    **overrides
+    terrain: bool = False, **overrides
 ) -> tuple[NeuralProcess, SpaceTimeGP, TrainConfig]:
     """Model, data and training configuration used for the shipped weights.
 
@@ -91,15 +93,21 @@ def pretraining_recipe(
     as the spatial signal) made the weights *more* confident on real data, not less (docs/benchmarks.md),
     so the shipped weights end on 0.01–0.3. ``num_locations`` and ``max_points`` set the task sizes
     (locations per task, context + targets per task) and ``lattice_probability`` the share of batches
-    laid out on a regular grid, as gridded products are. ``overrides`` replace architecture overrides.
+    laid out on a regular grid, as gridded products are. ``terrain=True`` gives every location an
+    elevation (km, less the task's mean) that the field's correlation depends on, fed to the model as
+    one covariate with an attention bias on Δelevation (:data:`TERRAIN_OVERRIDES`).
+    ``overrides`` replace architecture overrides.
     """
     if name not in OVERRIDES:
         raise UnknownOptionError(f"no pretraining recipe for {name!r}; expected one of {tuple(OVERRIDES)}.")
-    model = build_model(name, preset="small", space_dims=2, time_dims=1, **{**OVERRIDES[name], **overrides})
+    if terrain and name != "bsa-tnp":
+        raise UnknownOptionError(f"terrain=True needs the attention bias of 'bsa-tnp'; got {name!r}.")
+    extra = TERRAIN_OVERRIDES if terrain else {}
+    model = build_model(name, preset="small", space_dims=2, time_dims=1, **{**OVERRIDES[name], **extra, **overrides})
     data = SpaceTimeGP(mode="mixed", hole_probability=hole_probability, hole_fraction=tuple(hole_fraction),
                        noise_std_range=tuple(noise_std_range),
                        num_locations=tuple(num_locations), max_points=max_points,
-                       lattice_probability=lattice_probability)
+                       lattice_probability=lattice_probability, terrain=terrain)
     config = TrainConfig(
         max_cpu_time=max_cpu_time, batch_size=8, lr=1e-3, lr_final=1e-5, warmup_steps=100,
         val_every=500, val_batches=8, seed=seed, progress=False,

@@ -23,7 +23,14 @@ import torch
 from geonp.checkpoint import load_model, read_checkpoint, save_model
 from geonp.fitting import init_from
 from geonp.metrics import gaussian_scores
-from geonp.pretrained import OVERRIDES, PRETRAINED, WEIGHTS_DIR, pretraining_recipe, recipe_metadata
+from geonp.pretrained import (
+    OVERRIDES,
+    PRETRAINED,
+    TERRAIN_OVERRIDES,
+    WEIGHTS_DIR,
+    pretraining_recipe,
+    recipe_metadata,
+)
 from geonp.synthetic import SpaceTimeGP, gp_posterior
 from geonp.train import train
 
@@ -140,6 +147,10 @@ def main() -> None:
                         help="bsa-tnp without the distance-to-data features (for comparison)")
     parser.add_argument("--moments", type=int, default=None,
                         help="bsa-tnp: position_moments channels per head (added zero-initialised to older weights)")
+    parser.add_argument("--terrain", action="store_true",
+                        help="bsa-tnp: an elevation covariate with an attention bias, on priors that depend on it")
+    parser.add_argument("--elevation-lengthscale", type=float, nargs=2, default=None, metavar=("MIN", "MAX"),
+                        help="with --terrain: prior range of the field's elevation lengthscale (km)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the weights here instead of geonp/weights (no model card update)")
     parser.add_argument("--ship", type=Path, default=None, metavar="PATH",
@@ -159,7 +170,11 @@ def main() -> None:
                                              hole_probability=args.holes, hole_fraction=tuple(args.hole_fraction),
                                              noise_std_range=(args.noise_min, args.noise_max),
                                              num_locations=tuple(args.locations), max_points=args.max_points,
-                                             lattice_probability=args.lattice, **extra)
+                                             lattice_probability=args.lattice, terrain=args.terrain, **extra)
+    if args.elevation_lengthscale is not None:
+        data = replace(data, elevation_lengthscale_range=tuple(args.elevation_lengthscale))
+    if args.terrain:
+        extra.update(TERRAIN_OVERRIDES)
     stages = []
     if args.resume:
         source = args.source or WEIGHTS_DIR / PRETRAINED[args.model]

@@ -24,6 +24,7 @@ from geonp.synthetic import (
     scores,
     space_time_kernel,
 )
+from geonp.synthetic._common import params_covariance
 from geonp.synthetic._draw import cholesky_with_jitter, sample_gaussian
 from geonp.synthetic.sphere import euler_rotation_matrix, great_circle_distance
 
@@ -216,6 +217,63 @@ def test_spacetime__lattice_probability_zero_draws_as_before():
     b = SpaceTimeGP(num_locations=(20, 30), hole_probability=0.5, lattice_probability=0.0).sample(2, gen(5))
     torch.testing.assert_close(a.yc, b.yc)
     torch.testing.assert_close(a.xt, b.xt)
+
+
+def test_spacetime__terrain_off_draws_as_before():
+    """terrain=False consumes no random numbers and adds no covariates."""
+    a = SpaceTimeGP(num_locations=(20, 30), hole_probability=0.5).sample(2, gen(5))
+    b = SpaceTimeGP(num_locations=(20, 30), hole_probability=0.5, terrain=False, relief_range=(0.1, 0.2)).sample(
+        2, gen(5))
+    torch.testing.assert_close(a.yc, b.yc)
+    assert a.zc is None and b.zt is None
+
+
+def test_spacetime__terrain_covariates_and_kernel():
+    """terrain=True: one elevation column per point (mean 0 over the locations, the same at a location in
+    every frame) and values whose whitening by the space×elevation×time kernel is white noise."""
+    g = SpaceTimeGP(mode="forecast", num_locations=(6, 6), window=(1, 1), max_lead=1, observed_fraction=(1.0, 1.0),
+                    space_lengthscale_range=(0.8, 0.8), time_lengthscale_range=(2.0, 2.0), standardise=False,
+                    terrain=True, relief_range=(0.5, 0.5), elevation_lengthscale_range=(0.3, 0.3),
+                    flat_probability=0.0, space_kernels=("se",))
+    batch, p = g.sample_with_params(1500, gen(16))
+    assert batch.zc.shape == (*batch.xc.shape[:2], 1) and batch.zt.shape == (*batch.xt.shape[:2], 1)
+    torch.testing.assert_close(batch.zt.mean(1), torch.zeros(1500, 1), atol=1e-5, rtol=0)  # targets: every location
+    torch.testing.assert_close(p["elevation_lengthscale"], torch.full((1500,), 0.3, dtype=torch.float64))
+    x = torch.cat([batch.xc, batch.xt], 1).double()
+    z = torch.cat([batch.zc, batch.zt], 1).double()
+    f = torch.cat([p["fc"], p["ft"]], 1)
+    k = params_covariance(p, torch.cat([x, z], -1), torch.cat([x, z], -1))
+    k.diagonal(dim1=-2, dim2=-1).add_(1e-6)
+    w = torch.linalg.solve_triangular(torch.linalg.cholesky(k), f, upper=False)
+    assert abs(float(w.square().mean()) - 1.0) < 0.05
+    # the same values are far from white under the kernel without the elevation factor
+    k0 = space_time_kernel(x, x, space_dims=2, space_kernel=p["kernel"], space_lengthscale=p["lengthscale"],
+                           time_lengthscale=p["time_lengthscale"])
+    k0.diagonal(dim1=-2, dim2=-1).add_(1e-6)
+    w0 = torch.linalg.solve_triangular(torch.linalg.cholesky(k0), f, upper=False)
+    assert abs(float(w0.square().mean()) - 1.0) > 0.2
+    flat = replace(g, flat_probability=1.0).sample_with_params(4, gen(1))[1]
+    assert torch.isinf(flat["elevation_lengthscale"]).all()
+
+
+def test_spacetime__terrain_oracle_uses_elevation():
+    """The oracle conditions on elevation: dropping it (a flat-terrain kernel) scores worse on the same tasks."""
+    g = SpaceTimeGP(mode="infill", num_locations=(60, 60), terrain=True, relief_range=(0.5, 0.5),
+                    elevation_lengthscale_range=(0.2, 0.2), flat_probability=0.0)
+    batch, p = g.sample_with_params(8, gen(3))
+    with_e = -gp_posterior(batch, p, noisy_targets=True).log_prob(batch.yt.double()).mean()
+    no_e = {k: v for k, v in p.items() if k != "elevation_lengthscale"}
+    without = -gp_posterior(batch, no_e, noisy_targets=True).log_prob(batch.yt.double()).mean()
+    assert with_e < without - 0.1
+
+
+@pytest.mark.parametrize("bad", [dict(relief_range=(0.5, 0.1)), dict(elevation_lengthscale_range=(0.0, 1.0)),
+                                 dict(terrain_lengthscale_range=(-1.0, 1.0))])
+def test_spacetime__terrain_bad_ranges(bad):
+    with pytest.raises(ConfigError, match="range"):
+        SpaceTimeGP(terrain=True, **bad)
+    with pytest.raises(ConfigError, match="flat_probability"):
+        SpaceTimeGP(terrain=True, flat_probability=1.5)
 
 
 def test_spacetime__forecast_layout():

@@ -248,8 +248,10 @@ def params_covariance(params: Params, x1: Tensor, x2: Tensor) -> Tensor:
     """The covariance ``k(x1, x2)`` of each task as its ``params`` describe it (no noise).
 
     Uses ``kernel``, ``lengthscale``, ``period``, ``variance``, ``metric`` and ``space_dims``;
-    with ``time_lengthscale`` (and ``time_kernel``) the separable space×time kernel. Generators
-    sample with it and the oracle conditions with it, so both always agree.
+    with ``time_lengthscale`` (and ``time_kernel``) the separable space×time kernel; with
+    ``elevation_lengthscale`` the last input column is an elevation and the kernel is multiplied
+    by :func:`elevation_correlation`. Generators sample with it and the oracle conditions with it,
+    so both always agree.
 
     Parameters
     ----------
@@ -265,7 +267,11 @@ def params_covariance(params: Params, x1: Tensor, x2: Tensor) -> Tensor:
     """
     metric = METRIC_NAMES[_single(params, "metric")]
     space_dims = _single(params, "space_dims")
-    return space_time_kernel(
+    factor = 1.0
+    if "elevation_lengthscale" in params:
+        factor = elevation_correlation(x1[..., -1], x2[..., -1], params["elevation_lengthscale"])
+        x1, x2 = x1[..., :-1], x2[..., :-1]
+    return factor * space_time_kernel(
         x1,
         x2,
         space_dims=space_dims,
@@ -277,6 +283,15 @@ def params_covariance(params: Params, x1: Tensor, x2: Tensor) -> Tensor:
         metric=metric,
         period=params.get("period"),
     )
+
+
+def elevation_correlation(e1: Tensor, e2: Tensor, lengthscale: Tensor) -> Tensor:
+    """``exp(-(e1 - e2)² / (2 ℓ²))`` per task: correlation falling with elevation difference.
+
+    ``e1`` ``[b, n]``, ``e2`` ``[b, m]``, ``lengthscale`` ``[b]`` (``inf``: elevation plays no part).
+    """
+    ell = lengthscale.to(e1.dtype).reshape(-1, 1, 1)
+    return torch.exp(-0.5 * ((e1[:, :, None] - e2[:, None, :]) / ell).square())
 
 
 def select_tasks(params: Params, tasks: slice) -> Params:
@@ -356,9 +371,11 @@ def _draw_conditional(
 
 
 def to_batch(
-    xc: Tensor, yc: Tensor, xt: Tensor, yt: Tensor, params: Params, *, fc: Tensor, ft: Tensor, noisy_targets: bool
+    xc: Tensor, yc: Tensor, xt: Tensor, yt: Tensor, params: Params, *, fc: Tensor, ft: Tensor, noisy_targets: bool,
+    zc: Tensor | None = None, zt: Tensor | None = None,
 ) -> tuple[Batch, Params]:
-    """Assemble a float32 :class:`Batch` (``yt`` noisy or not) and attach ``fc``/``ft`` to ``params``."""
+    """Assemble a float32 :class:`Batch` (``yt`` noisy or not, covariates ``zc``/``zt`` if given) and attach
+    ``fc``/``ft`` to ``params``."""
     params = dict(params)
     params["fc"] = fc
     params["ft"] = ft
@@ -367,5 +384,7 @@ def to_batch(
         yc=yc.to(torch.float32),
         xt=xt.to(torch.float32),
         yt=(yt if noisy_targets else ft).to(torch.float32),
+        zc=None if zc is None else zc.to(torch.float32),
+        zt=None if zt is None else zt.to(torch.float32),
     )
     return batch, params

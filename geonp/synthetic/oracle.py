@@ -36,7 +36,8 @@ def gp_posterior(
     params : dict of Tensor
         Per-task parameters from ``sample_with_params``: ``kernel``, ``lengthscale``, ``period``,
         ``variance``, ``noise_std``, ``metric``, ``space_dims``; for space-time tasks also
-        ``time_kernel`` and ``time_lengthscale``; for standardised tasks ``y_shift`` and
+        ``time_kernel`` and ``time_lengthscale``, and with terrain ``elevation_lengthscale`` (the
+        elevation is the first column of ``zc``/``zt``); for standardised tasks ``y_shift`` and
         ``y_scale`` (the predictive is returned in the batch's standardised units).
     noisy_targets : bool
         ``True`` adds the noise variance (predictive of noisy observations, to score ``yt``);
@@ -72,6 +73,9 @@ def gp_posterior(
         )
     f64 = torch.float64
     xc, xt = batch.xc.to(f64), batch.xt.to(f64)
+    if "elevation_lengthscale" in params:  # the elevation (first covariate) is the kernel's last input column
+        xc = torch.cat([xc, batch.zc.to(f64)[..., :1]], dim=-1)
+        xt = torch.cat([xt, batch.zt.to(f64)[..., :1]], dim=-1)
     b = xc.shape[0]
     shift = params.get("y_shift", torch.zeros(b, dtype=f64)).to(f64).reshape(b, 1)
     scale = params.get("y_scale", torch.ones(b, dtype=f64)).to(f64).reshape(b, 1)

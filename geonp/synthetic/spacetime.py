@@ -10,7 +10,16 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..models.batch import Batch
-from ._common import GPGenerator, Params, check_choice, check_positive, check_range, kernel_params, to_batch
+from ._common import (
+    GPGenerator,
+    Params,
+    check_choice,
+    check_positive,
+    check_range,
+    elevation_correlation,
+    kernel_params,
+    to_batch,
+)
 from ._draw import cholesky_with_jitter, log_uniform, randint, uniform
 from .kernels import correlation, euclidean_distance, kernel_code, kernel_matrix
 
@@ -62,6 +71,17 @@ class SpaceTimeGP(GPGenerator):
     Cholesky of the ``N_loc × N_loc`` space matrix and one of the tiny time matrix), then the
     observed subsets are picked.
 
+    **Terrain** (``terrain=True``). Every location gets an elevation (km): a Matérn-3/2 random
+    field with lengthscale log-uniform on ``terrain_lengthscale_range`` (spacing units) and
+    standard deviation log-uniform on ``relief_range`` (km), per task. The space kernel is
+    multiplied by :func:`~geonp.synthetic._common.elevation_correlation` with a lengthscale
+    log-uniform on ``elevation_lengthscale_range`` (km), or ``inf`` (elevation plays no part) with
+    probability ``flat_probability``: places at similar heights share their departures, as
+    stations on a mountain range do. ``zc``/``zt`` hold each point's elevation less the mean
+    elevation of the task's locations (one covariate column) and ``params["elevation_lengthscale"]``
+    the lengthscale. With ``terrain=False`` (default) nothing is drawn and the batches are those of
+    earlier versions.
+
     ``standardise=True`` rescales ``yc``, ``yt`` (and ``fc``, ``ft`` in the params) per task by
     the context mean and standard deviation, as the real-data pipeline does; ``params["y_shift"]``
     and ``params["y_scale"]`` hold them, while ``variance`` and ``noise_std`` stay in raw units
@@ -104,6 +124,13 @@ class SpaceTimeGP(GPGenerator):
         Standardise values per task by the context mean and std.
     noisy_targets : bool
         ``yt`` with noise (default) or the noiseless values.
+    terrain : bool
+        Give each location an elevation covariate that the field's correlation depends on.
+    relief_range, terrain_lengthscale_range, elevation_lengthscale_range : tuple of float
+        Log-uniform priors of the terrain's standard deviation (km) and lengthscale (spacing units)
+        and of the field's elevation lengthscale (km).
+    flat_probability : float
+        Share of terrain tasks whose field does not depend on elevation.
 
     Examples
     --------
@@ -132,6 +159,11 @@ class SpaceTimeGP(GPGenerator):
     max_points: int = 1500
     standardise: bool = True
     noisy_targets: bool = True
+    terrain: bool = False
+    relief_range: tuple[float, float] = (0.02, 1.0)
+    terrain_lengthscale_range: tuple[float, float] = (1.0, 30.0)
+    elevation_lengthscale_range: tuple[float, float] = (0.05, 3.0)
+    flat_probability: float = 0.25
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, SPACETIME_MODES)
@@ -175,6 +207,13 @@ class SpaceTimeGP(GPGenerator):
                 f"lattice_probability={self.lattice_probability!r} is not valid; expected a number in [0, 1]."
             )
         check_range("hole_fraction", self.hole_fraction)
+        check_range("relief_range", self.relief_range)
+        check_range("terrain_lengthscale_range", self.terrain_lengthscale_range)
+        check_range("elevation_lengthscale_range", self.elevation_lengthscale_range)
+        if not 0.0 <= self.flat_probability <= 1.0:
+            raise ConfigError(
+                f"flat_probability={self.flat_probability!r} is not valid; expected a number in [0, 1]."
+            )
         if self.hole_fraction[1] >= 1.0:
             raise ConfigError(
                 f"hole_fraction={self.hole_fraction!r} is not valid; expected fractions below 1, e.g. (0.03, 0.3)."
@@ -251,6 +290,10 @@ class SpaceTimeGP(GPGenerator):
         frame_times = ctx_times + ([lead] if forecast else [])
         times = torch.tensor(frame_times, dtype=torch.float64)
         k_s = kernel_matrix(loc, loc, kernel=kernel, lengthscale=ell_s, period=ell_s)
+        elev = ell_e = None
+        if self.terrain:  # draws nothing otherwise, so the batches stay those of earlier versions
+            elev, ell_e = self._terrain(loc, generator)
+            k_s = k_s * elevation_correlation(elev, elev, ell_e)
         tt = times.reshape(1, -1, 1).expand(b, -1, 1)
         k_t = correlation(kernel_code(self.time_kernel), euclidean_distance(tt, tt), ell_t)
         low_s, _ = cholesky_with_jitter(k_s, what="space covariance")
@@ -265,7 +308,7 @@ class SpaceTimeGP(GPGenerator):
             holes, free = order[:, :m], order[:, m:]
         else:
             holes = free = None
-        xc_parts, fc_parts = [], []
+        xc_parts, fc_parts, idx_parts = [], [], []
         target_idx = None
         for j, (t, n_j) in enumerate(zip(ctx_times, counts)):
             if m:
@@ -275,6 +318,7 @@ class SpaceTimeGP(GPGenerator):
                 perm = torch.rand((b, n_loc), generator=generator).argsort(dim=1)
             idx = perm[:, :n_j]
             xc_parts.append(_frame_points(loc, idx, t))
+            idx_parts.append(idx)
             fc_parts.append(field[:, :, j].gather(1, idx))
             if not forecast and t == 0:
                 target_idx = perm[:, n_j:]
@@ -286,6 +330,10 @@ class SpaceTimeGP(GPGenerator):
             ft = field[:, :, ctx_times.index(0)].gather(1, target_idx)
             xt = _frame_points(loc, target_idx, 0)
         xc = torch.cat(xc_parts, dim=1)
+        zc = zt = None
+        if elev is not None:
+            zc = torch.cat([elev.gather(1, i) for i in idx_parts], dim=1).unsqueeze(-1)
+            zt = elev.gather(1, target_idx).unsqueeze(-1)
         fc = torch.cat(fc_parts, dim=1).unsqueeze(-1)
         ft = ft.unsqueeze(-1)
         yc = fc + noise.reshape(-1, 1, 1) * torch.randn(fc.shape, generator=generator, dtype=torch.float64)
@@ -310,7 +358,22 @@ class SpaceTimeGP(GPGenerator):
             domain_side=torch.full((b,), side, dtype=torch.float64),
             hole_size=torch.full((b,), m, dtype=torch.long),
         )
-        return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets)
+        if ell_e is not None:
+            params["elevation_lengthscale"] = ell_e
+        return to_batch(xc, yc, xt, yt, params, fc=fc, ft=ft, noisy_targets=self.noisy_targets, zc=zc, zt=zt)
+
+    def _terrain(self, loc: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Elevations ``[b, n_loc]`` (km, mean 0 over the locations) and elevation lengthscales ``[b]``."""
+        b = loc.shape[0]
+        ell = log_uniform((b,), *self.terrain_lengthscale_range, generator)
+        relief = log_uniform((b,), *self.relief_range, generator)
+        k = kernel_matrix(loc, loc, kernel="matern-1.5", lengthscale=ell)
+        low, _ = cholesky_with_jitter(k, what="terrain covariance")
+        e = (low @ torch.randn((b, loc.shape[1], 1), generator=generator, dtype=torch.float64))[..., 0]
+        e = relief.reshape(-1, 1) * (e - e.mean(dim=1, keepdim=True))
+        ell_e = log_uniform((b,), *self.elevation_lengthscale_range, generator)
+        flat = torch.rand((b,), generator=generator) < self.flat_probability
+        return e, torch.where(flat, torch.full_like(ell_e, float("inf")), ell_e)
 
 
 def _lattice(b: int, n_loc: int, rows: int, cols: int, side: float, generator: torch.Generator) -> Tensor:
