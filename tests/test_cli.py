@@ -455,6 +455,28 @@ def test_pretrained__recipe_options_are_recorded():
         pretrained.pretraining_recipe("tnp-d", max_cpu_time=1.0)
 
 
+def test_pretrained__terrain_recipe_starts_from_the_shipped_weights():
+    """terrain=True: one elevation covariate with an attention bias, on terrain priors; initialised from the
+    shipped weights it predicts exactly what they predict, whatever the elevations."""
+    import torch
+
+    from geonp.fitting import init_from
+    from geonp.models import Batch
+
+    model, data, _ = pretrained.pretraining_recipe("bsa-tnp", max_cpu_time=1.0, terrain=True, num_locations=(40, 60))
+    assert data.terrain and model.config.covariate_dims == 1 and tuple(model.config.bias_covariates) == (0,)
+    shipped = pretrained.load_pretrained("bsa-tnp")
+    init_from(model, shipped)
+    batch = data.sample(2, torch.Generator().manual_seed(0))
+    assert batch.zc is not None and batch.zc.std() > 0
+    with torch.no_grad():
+        a, b = model.eval()(batch), shipped(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt))
+    torch.testing.assert_close(a.loc, b.loc)
+    torch.testing.assert_close(a.scale, b.scale)
+    with pytest.raises(pretrained.UnknownOptionError, match="terrain=True needs"):
+        pretrained.pretraining_recipe("te-pt-tnp", max_cpu_time=1.0, terrain=True)
+
+
 # ------------------------------------------------------------------------------------------ demo
 
 
