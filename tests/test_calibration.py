@@ -160,6 +160,24 @@ def test_frame_offsets__recover_frame_means_and_lapse_rate():
     np.testing.assert_allclose(task.to_data(np.zeros(7), np.ones(7))[0], off_t)
 
 
+def test_frame_offsets__a_lapse_rate_per_frame():
+    """A lapse rate that changes from frame to frame (with the season) is fitted per frame when every frame
+    has 10 points; with a sparser frame the frames share one."""
+    rng = np.random.default_rng(8)
+    n, rates, jumps = 40, (-4.0, -5.0, -6.5, -8.0), (0.0, 6.0, 11.0, 14.0)
+    e = rng.uniform(1000, 3500, n)
+    u = (e - e.mean()) / 1000
+    y = np.concatenate([jumps[f] + rates[f] * u for f in range(4)])
+    t, ee = np.repeat(np.arange(4.0), n), np.tile(e, 4)
+    norm = Normaliser()
+    off_c, off_t = norm.frame_offsets(y, t, ee, np.full(5, 3.0), e[:5])
+    np.testing.assert_allclose(off_c, y, atol=1e-9)
+    np.testing.assert_allclose(off_t, 14.0 - 8.0 * u[:5], atol=1e-9)
+    keep = (t != 0.0) | (np.arange(len(t)) < 9)  # 9 points on frame 0: one lapse rate for all
+    off_c, _ = norm.frame_offsets(y[keep], t[keep], ee[keep], np.full(5, 3.0), e[:5])
+    assert np.abs(y[keep] - off_c).max() > 0.1
+
+
 def test_frame_offsets__only_where_they_apply():
     """No frame means: one frame, small jumps, targets off the context frames or on several, sparse, off."""
     rng = np.random.default_rng(7)
