@@ -32,6 +32,8 @@ COVARIATES = {"elevation": 1, "hour": 2, "doy": 2}
 MIN_FRAME_POINTS = 5
 #: a task with fewer context values than this is standardised by at least ``Normaliser.small_context_scale``
 SMALL_CONTEXT = 5
+#: least standard deviation (m) of each frame's context elevations for a lapse rate per frame
+MIN_FRAME_RELIEF = 5.0
 #: frame means are removed only when they spread more than this times the residuals within frames
 FRAME_MEANS_RATIO = 1.0
 _TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance",
@@ -243,9 +245,10 @@ class Normaliser:
 
         One least-squares fit of the context values on an intercept per frame (frames are the
         distinct context times ``tc``) and, where :meth:`elevation_fit` would fit one, the same
-        trend; when every frame has :data:`~geonp.trend.MIN_TREND_POINTS` points its elevation
-        powers are fitted per frame (a lapse rate per month: on Colorado ±3 months RMSE 0.825 →
-        0.795 °C, docs/benchmarks.md), the rest of the trend shared. Each target gets the
+        trend; when every frame has :data:`~geonp.trend.MIN_TREND_POINTS` points whose elevations
+        spread by :data:`MIN_FRAME_RELIEF` m, its linear elevation term is fitted per frame (a lapse
+        rate per month: on Colorado ±3 months RMSE 0.825 → 0.791 °C, docs/benchmarks.md), the rest
+        of the trend shared. Each target gets the
         intercept (and lapse rate) of its own frame. ``None`` (so the task is
         standardised as a whole) unless ``frame_means`` is on, the context spans two or more frames,
         every target lies on a context frame with at least :data:`MIN_FRAME_POINTS` points, and
@@ -266,11 +269,12 @@ class Normaliser:
         design = np.eye(F)[inv]
         basis = _target_basis(static_basis(ec, lc, elevation=self.elevation_trend,
                                            xyc=xyc if xyt is not None else None), et, lt)
-        k = 0  # elevation powers fitted per frame
+        k = 0  # elevation columns fitted per frame: the lapse rate (the linear term) or none
         if basis is not None:
             cols = basis.columns(ec, lc, xyc)
-            if basis.e_powers and counts.min() >= MIN_TREND_POINTS:
-                k = basis.e_powers  # a lapse rate per frame (it changes with the season), the rest shared
+            if basis.e_powers and counts.min() >= MIN_TREND_POINTS and min(
+                    float(np.std(np.asarray(ec, dtype=np.float64)[inv == f])) for f in range(F)) >= MIN_FRAME_RELIEF:
+                k = 1  # a lapse rate per frame (it changes with the season), the rest of the trend shared
                 own = np.zeros((len(yc), F * k))
                 for f in range(F):
                     own[inv == f, f * k:(f + 1) * k] = cols[inv == f, :k]

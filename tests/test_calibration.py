@@ -162,7 +162,7 @@ def test_frame_offsets__recover_frame_means_and_lapse_rate():
 
 def test_frame_offsets__a_lapse_rate_per_frame():
     """A lapse rate that changes from frame to frame (with the season) is fitted per frame when every frame
-    has 10 points; with a sparser frame the frames share one."""
+    has 10 points spread in elevation; with a sparser or flat frame the frames share one."""
     rng = np.random.default_rng(8)
     n, rates, jumps = 40, (-4.0, -5.0, -6.5, -8.0), (0.0, 6.0, 11.0, 14.0)
     e = rng.uniform(1000, 3500, n)
@@ -176,6 +176,11 @@ def test_frame_offsets__a_lapse_rate_per_frame():
     keep = (t != 0.0) | (np.arange(len(t)) < 9)  # 9 points on frame 0: one lapse rate for all
     off_c, _ = norm.frame_offsets(y[keep], t[keep], ee[keep], np.full(5, 3.0), e[:5])
     assert np.abs(y[keep] - off_c).max() > 0.1
+    flat, yf = ee.copy(), y.copy()
+    flat[t == 0.0] = 2000.0 + 0.5 * rng.standard_normal(n)  # frame 0 within a metre: no lapse rate of its own
+    yf[t == 0.0] = 0.1 * rng.standard_normal(n)
+    _, off_t = norm.frame_offsets(yf, t, flat, np.zeros(5), e[:5])  # targets on frame 0, 1000-3500 m
+    assert np.abs(off_t).max() < 20.0  # the shared lapse rate, not one fitted to noise over a metre
 
 
 def test_frame_offsets__only_where_they_apply():
