@@ -266,33 +266,35 @@ class Normaliser:
         if len(frames) < 2 or (frames[at] != tt).any() or (counts[np.unique(at)] < MIN_FRAME_POINTS).any():
             return None
         F = len(frames)
-        design = np.eye(F)[inv]
         basis = _target_basis(static_basis(ec, lc, elevation=self.elevation_trend,
                                            xyc=xyc if xyt is not None else None), et, lt)
-        k = 0  # elevation columns fitted per frame: the lapse rate (the linear term) or none
-        if basis is not None:
-            cols = basis.columns(ec, lc, xyc)
-            if basis.e_powers and counts.min() >= MIN_TREND_POINTS and min(
-                    float(np.std(np.asarray(ec, dtype=np.float64)[inv == f])) for f in range(F)) >= MIN_FRAME_RELIEF:
-                k = 1  # a lapse rate per frame (it changes with the season), the rest of the trend shared
-                own = np.zeros((len(yc), F * k))
-                for f in range(F):
-                    own[inv == f, f * k:(f + 1) * k] = cols[inv == f, :k]
-                cols = np.concatenate([own, cols[:, k:]], 1)
-            design = np.concatenate([design, cols], 1)
-        coef = np.linalg.lstsq(design, yc, rcond=None)[0]
-        fitted = design @ coef
+        own = basis is not None and self._lapse_per_frame(basis, ec, inv, counts)
+
+        def design(frame: np.ndarray, cols: np.ndarray | None) -> np.ndarray:
+            """Intercept per frame, [lapse rate per frame,] shared trend columns."""
+            parts = [np.eye(F)[frame]]
+            if cols is not None and own:
+                parts += [np.eye(F)[frame] * cols[:, :1], cols[:, 1:]]  # the linear elevation term first
+            elif cols is not None:
+                parts.append(cols)
+            return np.concatenate(parts, 1)
+
+        a = design(inv, basis.columns(ec, lc, xyc) if basis is not None else None)
+        coef = np.linalg.lstsq(a, yc, rcond=None)[0]
+        fitted = a @ coef
         if np.std(coef[:F]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
-        off_t = coef[at]
-        if basis is not None:
-            cols_t = basis.columns(et, lt, xyt)
-            if k:
-                own = coef[F:F + F * k].reshape(F, k)[at]
-                off_t = off_t + (cols_t[:, :k] * own).sum(1) + cols_t[:, k:] @ coef[F + F * k:]
-            else:
-                off_t = off_t + cols_t @ coef[F:]
+        off_t = design(at, basis.columns(et, lt, xyt) if basis is not None else None) @ coef
         return fitted, off_t
+
+    @staticmethod
+    def _lapse_per_frame(basis: StaticBasis, ec, inv: np.ndarray, counts: np.ndarray) -> bool:
+        """Whether every frame has :data:`~geonp.trend.MIN_TREND_POINTS` context points spread by
+        :data:`MIN_FRAME_RELIEF` m in elevation, so that each may have its own lapse rate."""
+        if not basis.e_powers or counts.min() < MIN_TREND_POINTS:
+            return False
+        ec = np.asarray(ec, dtype=np.float64)
+        return min(float(np.std(ec[inv == f])) for f in range(len(counts))) >= MIN_FRAME_RELIEF
 
     def elevation_offset(self, fit: tuple[StaticBasis, np.ndarray], e: np.ndarray | None,
                          land: np.ndarray | None = None, xy: np.ndarray | None = None) -> np.ndarray:
