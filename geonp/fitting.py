@@ -195,6 +195,10 @@ def fit_model(
         scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed, raw=raw)
         norm = replace(norm, **scales)
         record["calibration"] = scales
+    if record["steps"] == 0 and source != "fitted":
+        # shipped weights, calibrated only: keep their convention, lengths in the context spacing of the
+        # data at hand, rather than fixing the fit data's (a sparser past network would squeeze a denser one)
+        norm = replace(norm, space_unit_km=None)
     record.update({
         "task": task, "variable": layout.var,
         "frames": int(len(keep)), "points": int(P), "observed_fraction": obs_fraction, "seed": seed,

@@ -391,6 +391,21 @@ def test_calibration_only_fit_rescales_the_std_and_nothing_else():
     np.testing.assert_allclose(calibrated.tmax_std, want, rtol=1e-5)
 
 
+def test_calibration_only_fit_keeps_the_shipped_space_unit():
+    """Calibrated on a sparser period, the shipped weights still measure lengths in the context spacing of the
+    data they predict: the means equal the zero-shot ones there (a trained model keeps its training unit)."""
+    st = stations(times=6)
+    sparse = st.copy(deep=True)
+    sparse["tmax"][:, ::2] = np.nan  # the fit period observed half the network
+    model = sparse.np.fit("tmax", steps=0, progress=False, covariates=[], calibration_tasks=8)
+    assert model.normaliser.space_unit_km is None
+    zero_shot = st.np.infill("tmax", calibrate=False)
+    calibrated = st.np.infill("tmax", model=model)
+    np.testing.assert_allclose(calibrated.tmax_mean, zero_shot.tmax_mean, rtol=1e-6)
+    trained = sparse.np.fit("tmax", steps=1, progress=False, covariates=[], calibration_tasks=0)
+    assert trained.normaliser.space_unit_km > 0
+
+
 def test_gap_calibration_scales_the_std_by_distance_to_the_data(small):
     from dataclasses import replace
 
