@@ -21,7 +21,6 @@ import pyproj  # noqa: F401  isort: skip
 
 import argparse
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
@@ -57,21 +56,12 @@ def main() -> None:
     parser.add_argument("--scales", type=float, nargs="+", default=[40, 60, 100, 150, 300, 1000], metavar="M")
     args = parser.parse_args()
     ds, data, hidden, months = rt.colorado_masked("tmax")
-    values = ds.tmax.values
     rows = []
     for scale in [None, *args.scales]:
-        start, cpu = time.perf_counter(), time.process_time()
-        scores = []
         with _elevation_time(scale):
-            for i in months:
-                pred = data.isel(time=slice(i, i + 1)).np.infill("tmax", time_window=0)
-                h = hidden[i]
-                scores.append(rt.scores(values[i, h], pred.tmax_mean.values[0][h], pred.tmax_std.values[0][h]))
-        row = {"metres_per_time_unit": scale,
-               **{k: float(np.mean([s[k] for s in scores])) for k in ("rmse", "nll", "coverage")},
-               "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+            row = {"metres_per_time_unit": scale, **rt.colorado_space_only(ds, data, hidden, months)}
         rows.append(row)
-        print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+        rt.show(row)
     save_json("probe-elevation-time", {"machine": machine(), "rows": rows})
 
 

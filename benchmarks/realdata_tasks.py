@@ -273,6 +273,33 @@ def project_km(lon, lat, centre: tuple[float, float] = ERA5_CENTRE) -> np.ndarra
     return np.stack([np.asarray(x) / 1000.0, np.asarray(y) / 1000.0], -1)
 
 
+def colorado_space_only(data, masked, hidden, months, variable: str = "tmax", **infill_options) -> dict:
+    """Infill each eval month of ``masked`` alone (``time_window=0``) with geonp and score its hidden stations.
+
+    Returns the mean RMSE, NLL and 95 % coverage over the months, and the wall and process CPU
+    seconds taken (the inputs are those of :func:`colorado_masked`; ``infill_options`` go to
+    ``.np.infill``).
+    """
+    import time
+
+    import geonp  # noqa: F401  (the accessor)
+
+    start, cpu = time.perf_counter(), time.process_time()
+    values = data[variable].values
+    rows = []
+    for i in months:
+        pred = masked.isel(time=slice(i, i + 1)).np.infill(variable, time_window=0, **infill_options).isel(time=0)
+        h = hidden[i]
+        rows.append(scores(values[i, h], pred[f"{variable}_mean"].values[h], pred[f"{variable}_std"].values[h]))
+    return {**{k: float(np.mean([r[k] for r in rows])) for k in ("rmse", "nll", "coverage")},
+            "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+
+
+def show(row: dict) -> None:
+    """Print a result row, floats to three decimals."""
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+
+
 # ----------------------------------------------------------------------------------------- scores
 
 _Z95 = 1.959963984540054

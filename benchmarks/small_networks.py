@@ -72,7 +72,7 @@ def main() -> None:
                    "median_month_nll": float(np.median(month_nll)),
                    "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
             rows.append(row)
-            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+            rt.show(row)
     save_json("small-networks", {"machine": machine(), "rows": rows})
 
 

@@ -24,7 +24,6 @@ import pyproj  # noqa: F401  isort: skip
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,12 +35,13 @@ from _common import machine, save_json  # noqa: E402
 import geonp  # noqa: E402, F401  (the accessor)
 import geonp.trend as trend  # noqa: E402
 
-#: name -> (position columns as a function of X, Y, u; least distinct sites)
+PACKAGE = trend.position_columns
+#: name -> (the position columns as a function of X, Y, u; least distinct sites)
 VARIANTS = {
-    "elevation only (before 2026-11-26)": (None, 10**9),
-    "package: + X, Y, X·u, Y·u from 50 sites": (lambda X, Y, u: [X, Y, X * u, Y * u], 50),
-    "the same from 30 sites": (lambda X, Y, u: [X, Y, X * u, Y * u], 30),
-    "the same from 100 sites": (lambda X, Y, u: [X, Y, X * u, Y * u], 100),
+    "elevation only (before 2026-11-26)": (PACKAGE, 10**9),
+    "package: + X, Y, X·u, Y·u from 50 sites": (PACKAGE, 50),
+    "the same from 30 sites": (PACKAGE, 30),
+    "the same from 100 sites": (PACKAGE, 100),
     "X·u, Y·u without X, Y": (lambda X, Y, u: [X * u, Y * u], 50),
     "+ X², Y², X·Y": (lambda X, Y, u: [X, Y, X * u, Y * u, X * X, Y * Y, X * Y], 50),
     "+ X·u², Y·u²": (lambda X, Y, u: [X, Y, X * u, Y * u, X * u * u, Y * u * u], 50),
@@ -49,24 +49,8 @@ VARIANTS = {
 
 
 def use(variant: str) -> None:
-    """Make :class:`geonp.trend.StaticBasis` build the columns of ``variant``."""
-    extra, sites = VARIANTS[variant]
-
-    def columns(self, e, land, xy=None):
-        cols = []
-        if self.e0 is not None:
-            u = (np.asarray(e, dtype=np.float64) - self.e0) / 1000.0
-            cols += [u ** k for k in range(1, self.e_powers + 1)]
-            if self.xy0 is not None:
-                p = (np.asarray(xy, dtype=np.float64)[:, :2] - np.asarray(self.xy0)) / self.xy_scale
-                cols += extra(p[:, 0], p[:, 1], u)
-        if self.l0 is not None:
-            v = np.asarray(land, dtype=np.float64) - self.l0
-            cols += [v ** k for k in range(1, self.l_powers + 1)]
-        return np.stack(cols, 1)
-
-    trend.StaticBasis.columns = columns
-    trend.INTERACTION_TREND_POINTS = sites
+    """Make :func:`geonp.trend.position_columns` build the columns of ``variant`` from its site count on."""
+    trend.position_columns, trend.INTERACTION_TREND_POINTS = VARIANTS[variant]
 
 
 def residual_gp() -> dict:
@@ -101,24 +85,14 @@ def main() -> None:
         save_json("trend-residual-gp", {"machine": machine(), "rmse": rmse})
         return
     ds, masked, hidden, months = rt.colorado_masked("tmax")
-    values = ds.tmax.values
     rows = []
     for variant in args.variants:
         use(variant)
         for calibrate in ("auto", False):
-            start = time.process_time()
-            scores = []
-            for i in months:
-                p = masked.isel(time=slice(i, i + 1)).np.infill("tmax", model="bsa-tnp", time_window=0,
-                                                                  calibrate=calibrate).isel(time=0)
-                h = hidden[i]
-                scores.append(rt.scores(values[i, h], p.tmax_mean.values[h], p.tmax_std.values[h]))
             row = {"variant": variant, "calibrate": calibrate,
-                   **{k: float(np.mean([s[k] for s in scores])) for k in ("rmse", "nll", "coverage")},
-                   "cpu_s": time.process_time() - start}
+                   **rt.colorado_space_only(ds, masked, hidden, months, model="bsa-tnp", calibrate=calibrate)}
             rows.append(row)
-            print(f"{variant:42s} {str(calibrate):5s} RMSE {row['rmse']:.3f}  NLL {row['nll']:.3f}  "
-                  f"coverage {row['coverage']:.3f}  ({row['cpu_s']:.0f} CPU-s)", flush=True)
+            rt.show(row)
     save_json("trend-variants", {"machine": machine(), "months": int(len(months)), "rows": rows})
 
 

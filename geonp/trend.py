@@ -31,6 +31,15 @@ NEIGHBOURS = 4
 _MAX_QUERIES = 1000
 
 
+def position_columns(X: np.ndarray, Y: np.ndarray, u: np.ndarray) -> list[np.ndarray]:
+    """The columns by which the elevation trend varies across a task: ``X``, ``Y``, ``X·u``, ``Y·u``.
+
+    ``X``, ``Y`` are the centred, scaled positions and ``u`` the centred elevation in km
+    (:class:`StaticBasis`; ``benchmarks/trend_variants.py`` swaps this for alternatives).
+    """
+    return [X, Y, X * u, Y * u]
+
+
 @dataclass(frozen=True)
 class StaticBasis:
     """Powers of centred elevation (``u = (e − e0) / 1000 m``) and land fraction (``v = l − l0``).
@@ -50,7 +59,8 @@ class StaticBasis:
 
     @property
     def size(self) -> int:
-        return self.e_powers + self.l_powers + (4 if self.xy0 is not None else 0)
+        positions = len(position_columns(*np.zeros((3, 1)))) if self.xy0 is not None else 0
+        return self.e_powers + self.l_powers + positions
 
     def columns(self, e: np.ndarray | None, land: np.ndarray | None, xy: np.ndarray | None = None) -> np.ndarray:
         """The basis at points with elevations ``e`` (m), land fractions ``land`` and positions ``xy``: ``[n, size]``.
@@ -65,7 +75,7 @@ class StaticBasis:
                 if xy is None:
                     raise ValueError("this trend varies across the task: columns() needs the points' positions xy.")
                 p = (np.asarray(xy, dtype=np.float64)[:, :2] - np.asarray(self.xy0)) / self.xy_scale
-                cols += [p[:, 0], p[:, 1], p[:, 0] * u, p[:, 1] * u]
+                cols += position_columns(p[:, 0], p[:, 1], u)
         if self.l0 is not None:
             v = np.asarray(land, dtype=np.float64) - self.l0
             cols += [v ** k for k in range(1, self.l_powers + 1)]

@@ -156,6 +156,8 @@ def main() -> None:
     parser.add_argument("--ship", type=Path, default=None, metavar="PATH",
                         help="ship weights saved earlier with --out (weights file and model card); no training")
     args = parser.parse_args()
+    if args.elevation_lengthscale is not None and not args.terrain:
+        parser.error("--elevation-lengthscale needs --terrain (the elevation prior of the terrain tasks)")
     if args.ship is not None:
         model, meta = load_model(args.ship, expected_name=args.model), read_checkpoint(args.ship)["metadata"]
         gen = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["generator_config"].items()}
