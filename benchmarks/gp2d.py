@@ -31,6 +31,7 @@ from _common import RESULTS, machine, save_json, update_doc_section  # noqa: E40
 from geonp.checkpoint import save_model  # noqa: E402
 from geonp.metrics import gaussian_scores  # noqa: E402
 from geonp.models import build_model  # noqa: E402
+from geonp.models.bsa_tnp import with_position_moments  # noqa: E402
 from geonp.synthetic import GP2D, gp_posterior  # noqa: E402
 from geonp.train import TrainConfig, train  # noqa: E402
 
@@ -50,13 +51,30 @@ PAPER = {
 
 
 def eval_tasks(variant: str, n_tasks: int, batch_size: int = 8):
-    """The fixed test batches of one variant (identical for every model and the oracle)."""
-    gen = GP2D(variant=variant)  # yt noisy; params["ft"] holds the noiseless values
-    # "shifted" reuses the in-domain seed: the same tasks, moved by +10, so the two are directly comparable
-    g = torch.Generator().manual_seed(EVAL_SEED + VARIANTS.index("in-domain" if variant == "shifted" else variant))
+    """The fixed test batches of one variant (identical for every model and the oracle).
+
+    "shifted" and "scaled-dense" are paired with "in-domain": batch ``i`` of either is drawn from
+    the generator state that draws in-domain batch ``i``, so it has the same context count (×4 for
+    scaled-dense) and the same lengthscales. Shifted tasks are the in-domain tasks moved by +10;
+    scaled-dense tasks are the in-domain tasks' lengthscales on a domain twice as wide at the same
+    density (the seeds' "doubled along each axis", 64 × 64 → 128 × 128 pixels), so their score
+    differs from in-domain only through the scale of the domain. Scaled-dense draws its 4,096
+    targets independently given the context (``joint_targets=False``: the exact marginal of each
+    target, which is all a per-target score sees, without a 6,144-point Cholesky per task).
+    """
+    paired = variant in ("shifted", "scaled-dense")
+    gen = GP2D(variant=variant, joint_targets=variant != "scaled-dense")  # yt noisy; params["ft"] noiseless
+    g = torch.Generator().manual_seed(EVAL_SEED + VARIANTS.index("in-domain" if paired else variant))
     out = []
     for start in range(0, n_tasks, batch_size):
-        out.append(gen.sample_with_params(min(batch_size, n_tasks - start), g))
+        n = min(batch_size, n_tasks - start)
+        if variant == "scaled-dense":
+            twin = torch.Generator()
+            twin.set_state(g.get_state())
+            out.append(gen.sample_with_params(n, twin))
+            GP2D().sample_with_params(n, g)  # advance exactly as the in-domain batches do
+        else:
+            out.append(gen.sample_with_params(n, g))
     return out
 
 
@@ -97,17 +115,28 @@ def oracle(n_tasks: int, dense_tasks: int) -> dict:
 
 
 def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_targets: int, seed: int,
-              tag: str = "", independent_targets: bool = False, lr: float = 1e-3) -> dict:
+              tag: str = "", independent_targets: bool = False, lr: float = 1e-3, init_from: str | None = None,
+              position_moments: int = 0) -> dict:
     """Train one model under ``budget`` CPU-seconds and score it on every variant (``tag``: result file suffix).
 
     ``independent_targets`` draws each training target from its exact conditional given the context
     (``GP2D(joint_targets=False)``): the same law for every (context, target) pair, hence the same
     expected per-target loss, for a third of the sampling cost. Training writes a checkpoint to
-    ``benchmarks/out/gp2d-<name><tag>.train`` and resumes from it when rerun.
+    ``benchmarks/out/gp2d-<name><tag>.train`` and resumes from it when rerun. ``init_from`` starts
+    from saved weights (a ``.geonp`` file) instead of a fresh model, and ``position_moments`` adds
+    that many zero-initialised position-moment channels per head to a BSA-TNP (predictions unchanged
+    until training moves them).
     """
     torch.manual_seed(seed)
     base, overrides = VARIANT_MODELS.get(name, (name, {}))
-    model = build_model(base, preset="small", space_dims=2, **overrides)
+    if init_from:
+        from geonp.checkpoint import load_model
+
+        model = load_model(init_from)
+    else:
+        model = build_model(base, preset="small", space_dims=2, **overrides)
+    if position_moments:
+        model = with_position_moments(model, position_moments)
     config = TrainConfig(
         max_cpu_time=budget, batch_size=8, lr=lr, lr_final=1e-5, warmup_steps=50,
         val_every=250, val_batches=8, seed=seed, progress=False,
@@ -132,6 +161,7 @@ def run_model(name: str, budget: float, n_tasks: int, dense_tasks: int, train_ta
     return {
         "model": name, "parameters": model.num_parameters(), "steps": result.steps,
         "independent_targets": independent_targets, "lr": lr, "machine": machine(),
+        "init_from": init_from, "position_moments": position_moments,
         "train_cpu_s": result.cpu_seconds, "train_wall_s": result.wall_seconds, "best_val": result.best_val,
         "scores": scores, "inference": timing,
         "history": [h for h in result.history if h.get("val") is not None],
@@ -146,6 +176,8 @@ def rescore(variant: str, models: list[str], n_tasks: int, dense_tasks: int) -> 
     cache = RESULTS / "gp2d-oracle.json"
     cached = json.loads(cache.read_text())
     cached["oracle"][variant] = _score([gp_posterior(b, p, noisy_targets=False) for b, p in tasks], tasks)
+    if variant == "scaled-dense":
+        cached["dense_tasks"] = dense_tasks
     cache.write_text(json.dumps(cached, indent=2))
     for name in models:
         path = RESULTS / f"gp2d-{name}.json"
@@ -161,13 +193,16 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1200.0, help="training CPU-seconds per model")
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--tasks", type=int, default=300, help="test tasks per variant")
-    parser.add_argument("--dense-tasks", type=int, default=48, help="test tasks of the scaled-dense variant")
+    parser.add_argument("--dense-tasks", type=int, default=300, help="test tasks of the scaled-dense variant")
     parser.add_argument("--train-targets", type=int, default=256, help="targets per training task")
     parser.add_argument("--independent-targets", action="store_true",
                         help="train on targets drawn independently given the context (cheaper, same per-target law)")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (cosine to 1e-5)")
     parser.add_argument("--parallel", type=int, default=2, help="models trained at once (one thread each)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init-from", help="start --run-model from these saved weights (.geonp) instead of a fresh model")
+    parser.add_argument("--position-moments", type=int, default=0,
+                        help="add this many zero-initialised position-moment channels per head (BSA-TNP)")
     parser.add_argument("--aggregate", action="store_true", help="only combine existing per-model results")
     parser.add_argument("--oracle-only", action="store_true", help="only compute (and cache) the oracle scores")
     parser.add_argument("--rescore", help="re-evaluate one variant with the saved checkpoints (benchmarks/out)")
@@ -175,6 +210,7 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="suffix of --run-model's result file (e.g. a longer budget)")
     args = parser.parse_args()
     if args.rescore:
+        torch.set_num_threads(1)
         rescore(args.rescore, args.models, args.tasks, args.dense_tasks)
         return
     if args.oracle_only:
@@ -184,7 +220,7 @@ def main() -> None:
     if args.run_model:
         torch.set_num_threads(1)
         res = run_model(args.run_model, args.budget, args.tasks, args.dense_tasks, args.train_targets, args.seed,
-                        args.tag, args.independent_targets, args.lr)
+                        args.tag, args.independent_targets, args.lr, args.init_from, args.position_moments)
         save_json(f"gp2d-{args.run_model}{args.tag}", res)
         return
     info = machine()

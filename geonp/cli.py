@@ -156,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit", help="train a model on the data itself and save it",
                        description="Train a model on the data (context/target splits of the data itself) and save "
                                    "it for `geonp infill --model PATH`.")
-    _common(p, model_help="model to train: bsa-tnp (default), te-pt-tnp, te-tnp, tnp-d, tnp-kr")
+    _common(p, model_help="model to train: bsa-tnp (default), te-pt-tnp, te-tnp, tnp-d, tnp-kr, or the path of a "
+                          "model saved by `geonp fit` to train further")
     p.add_argument("--out", required=True, metavar="MODEL.geonp", help="model file to write")
     p.add_argument("--task", choices=("infill", "forecast"), default="infill",
                    help="what to train for (default infill)")
@@ -288,7 +289,7 @@ def _fit(args: argparse.Namespace, history: str) -> None:
                     pretrained=not args.from_scratch, time_window=args.time_window,
                     context_frames=args.context_frames, land=args.land)
     model.metadata.setdefault("command", history)
-    model.save(out)
+    model.save(out, overwrite=True)  # _refuse_existing checked --overwrite before training
     steps = model.metadata.get("steps")
     trained = f", {steps} steps" if steps is not None else ""
     what = f"{model.task} of {', '.join(model.variables) or 'any variable'}{trained}"

@@ -9,6 +9,7 @@ training starts exactly from the shipped model) and adapts to the data.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from typing import Any
 
@@ -116,12 +117,15 @@ def fit_model(
     device: str = "auto",
     progress: bool = True,
     raw_ds: xr.Dataset | None = None,
+    start: Model | None = None,
     **train_options: Any,
 ) -> Model:
     """Fit ``model`` on ``layout.var`` of ``ds``; see :func:`geonp.api.fit`.
 
     ``raw_ds`` holds the variable itself when ``ds`` holds its departures from a forecast reference
-    (it gives the calibration's trend term).
+    (it gives the calibration's trend term). ``start`` is a fitted model to train further (its
+    network, copied; ``preset`` and ``pretrained`` are then ignored): the scales are taken from
+    ``ds`` as for any fit, so continuing on the same data keeps them.
     """
     name = str(model).lower().replace("_", "-")
     times = ds[layout.time].values if layout.time is not None else None
@@ -148,6 +152,8 @@ def fit_model(
         value_std=spread or 1.0,
         value_std_floor=1e-3 * (spread or 1.0),
         small_context_scale=spread,
+        # a model trained further keeps the space unit its network learnt in
+        space_unit_km=start.normaliser.space_unit_km if start is not None else None,
     )
     problem = build_problem(ds, layout, norm, observed_fraction=obs_fraction)
     norm = replace(norm, covariates=tuple(covariates), space_unit_km=problem.unit_km)
@@ -163,10 +169,14 @@ def fit_model(
     overrides = dict(OVERRIDES.get(name, {}))
     if train_options.pop("elevation_bias", False):
         overrides["bias_covariates"] = _elevation_bias(name, norm.covariates)
-    net = build_model(name, preset=preset, space_dims=2, time_dims=1, covariate_dims=norm.covariate_dims,
-                      **overrides)
-    source = "fitted"
-    if pretrained and name in PRETRAINED and preset == "small":
+    if start is not None:
+        net = copy.deepcopy(start.net).cpu()
+        source = f"fitted from {start.source or 'a geonp.Model'}"
+    else:
+        net = build_model(name, preset=preset, space_dims=2, time_dims=1, covariate_dims=norm.covariate_dims,
+                          **overrides)
+        source = "fitted"
+    if start is None and pretrained and name in PRETRAINED and preset == "small":
         init_from(net, load_pretrained(name))
         source = f"fitted from pretrained:{name}"
     dev = resolve_device(device)
@@ -176,7 +186,7 @@ def fit_model(
                               "best_val_loss": None}
     if steps != 0:
         config = TrainConfig(steps=steps, max_time=max_time, seed=seed, progress=progress,
-                             lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),
+                             lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),  # lower: trained
                              warmup_steps=train_options.pop("warmup_steps", min(50, (steps or 1000) // 4)),
                              val_every=train_options.pop("val_every", 200),
                              val_batches=train_options.pop("val_batches", 4), **train_options)
@@ -195,7 +205,7 @@ def fit_model(
         scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed, raw=raw)
         norm = replace(norm, **scales)
         record["calibration"] = scales
-    if record["steps"] == 0 and source != "fitted":
+    if record["steps"] == 0 and source.startswith("fitted from pretrained:"):
         # shipped weights, calibrated only: keep their convention, lengths in the context spacing of the
         # data at hand, rather than fixing the fit data's (a sparser past network would squeeze a denser one)
         norm = replace(norm, space_unit_km=None)

@@ -308,6 +308,13 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
             if layout.geographic and name == layout.x:
                 values = np.rad2deg(np.unwrap(np.deg2rad(values)))  # a grid across the dateline is monotonic here
             _check_monotonic(values, name)
+    if not layout.is_grid:
+        dim = layout.space_dims[0]
+        if dim in ds.indexes and not ds.indexes[dim].is_unique:
+            twice = ds.indexes[dim][ds.indexes[dim].duplicated()].unique()
+            raise CoordinateError(f"station coordinate {dim!r} repeats {len(twice)} label(s), e.g. "
+                                  f"{[str(v) for v in twice[:3]]}; expected one entry per station. Drop repeats with "
+                                  f"ds.drop_duplicates({dim!r}) or give the stations distinct labels.")
     if layout.time is not None:
         t = ds[layout.time].values
         if np.issubdtype(t.dtype, np.datetime64) and np.isnat(t).any():

@@ -24,6 +24,7 @@ from .errors import (
     CheckpointNotFoundError,
     ConfigError,
     ModelMismatchError,
+    OutputExistsError,
     UnknownOptionError,
     VariableTypeError,
 )
@@ -107,9 +108,19 @@ class Model:
             "source": self.source,
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the model to ``path`` (a safe checkpoint; replaced atomically)."""
-        return save_model(self.net, path, metadata={"geonp_model": self.to_dict(), "training": self.metadata})
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the model to ``path`` (a safe checkpoint, written to a temporary file then renamed).
+
+        Raises
+        ------
+        OutputExistsError
+            ``path`` exists and ``overwrite`` is ``False`` (as for :func:`geonp.to_zarr`).
+        """
+        target = Path(path).expanduser()
+        if (target.exists() or target.is_symlink()) and not overwrite:
+            raise OutputExistsError(f"{str(target)!r} exists; expected a new model path; pass overwrite=True "
+                                    "(CLI: --overwrite) or choose another path.")
+        return save_model(self.net, target, metadata={"geonp_model": self.to_dict(), "training": self.metadata})
 
     @classmethod
     def pretrained(cls, name: str = "bsa-tnp") -> Model:

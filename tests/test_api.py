@@ -17,6 +17,7 @@ from geonp.errors import (
     CRSError,
     ModelMismatchError,
     NoDataError,
+    OutputExistsError,
     TimeAxisError,
     UnknownOptionError,
     VariableNotFoundError,
@@ -181,6 +182,11 @@ def test_projected_grid_with_crs_argument_and_in_attrs():
         proj.np.infill("v")
     out = proj.np.infill("v", crs="EPSG:3035")
     assert pyproj.CRS.from_wkt(out.spatial_ref.attrs["crs_wkt"]).to_epsg() == 3035
+    rioxarray = pytest.importorskip("rioxarray")  # noqa: F841  registers .rio
+    written = proj.rio.write_crs("EPSG:3035")  # a spatial_ref coordinate, as rioxarray writes it
+    again = written.np.infill("v")
+    assert again.rio.crs.to_epsg() == 3035
+    np.testing.assert_array_equal(again.v_mean.values, out.v_mean.values)
 
 
 def test_default_tiles_span_tile_model_units():
@@ -318,6 +324,9 @@ def test_fit_save_load_and_mismatch(tmp_path):
     assert model.variables == ("tmax",) and "elevation" in model.normaliser.covariates
     assert model.metadata["steps"] == 3
     path = model.save(tmp_path / "m.geonp")
+    with pytest.raises(OutputExistsError, match="m.geonp' exists; expected a new model path; pass overwrite=True"):
+        model.save(path)
+    assert model.save(path, overwrite=True) == path
     loaded = geonp.load_model(path)
     a = st.np.infill("tmax", model=model)
     b = st.np.infill("tmax", model=path)
@@ -327,6 +336,56 @@ def test_fit_save_load_and_mismatch(tmp_path):
         st.assign(tmin=st.tmax - 10).np.infill("tmin", model=loaded)
     with pytest.raises(ModelMismatchError, match="elevation as a covariate but the data have none"):
         st.drop_vars("elevation").np.infill("tmax", model=loaded)
+    assert (loaded.task, loaded.crs_wkt, loaded.settings, loaded.name) == (
+        model.task, model.crs_wkt, model.settings, model.name)
+    assert loaded.metadata["steps"] == 3 and loaded.digest == model.digest
+
+
+def test_covariates_by_name_or_dataarray_equal_the_found_elevation():
+    """covariates= names an elevation coordinate geonp would not find itself, or passes it as a DataArray."""
+    st = stations(times=2)
+    found = st.np.infill("tmax")
+    renamed = st.rename({"elevation": "station_msl"})
+    by_name = renamed.np.infill("tmax", covariates="station_msl")
+    by_array = st.drop_vars("elevation").np.infill("tmax", covariates=st.elevation)
+    for other in (by_name, by_array):
+        np.testing.assert_allclose(other.tmax_mean.values, found.tmax_mean.values, rtol=1e-6)
+        np.testing.assert_allclose(other.tmax_std.values, found.tmax_std.values, rtol=1e-6)
+    with pytest.raises(VariableNotFoundError, match="covariate 'orog' is not a variable"):
+        st.np.infill("tmax", covariates="orog")
+
+
+def test_time_covariates_need_time():
+    """A model that uses hour of day is refused on data without a time axis."""
+    ds, _ = field()
+    m = ds.np.fit("t2m", steps=0, progress=False, covariates=["hour"])
+    assert m.normaliser.covariates == ("hour",)
+    with pytest.raises(ModelMismatchError, match="time-of-day/day-of-year covariates but the data have no time"):
+        ds.isel(time=0, drop=True).np.infill("t2m", model=m)
+
+
+def test_fit_continues_a_fitted_model(tmp_path):
+    """fit(model=<Model or path>) trains that model further, keeping its covariates, windows and unit."""
+    st = stations(times=6)
+    first = st.np.fit("tmax", steps=2, progress=False, seed=0, time_window=1)
+    digest = first.digest
+    path = first.save(tmp_path / "m.geonp")
+    more = st.np.fit("tmax", model=path, steps=2, progress=False, seed=1)
+    assert more.name == first.name and more.source.startswith("fitted from")
+    assert more.normaliser.covariates == first.normaliser.covariates
+    assert more.normaliser.space_unit_km == first.normaliser.space_unit_km
+    assert more.settings["half_window"] == 1 and more.metadata["steps"] == 2
+    assert more.digest != digest and first.digest == digest  # trained a copy; the first is untouched
+    same = st.np.fit("tmax", model=first, steps=0, progress=False)  # recalibrated, weights as they were
+    assert same.digest == digest
+    shipped = st.np.fit("tmax", model=geonp.Model.pretrained("bsa-tnp"), steps=0, progress=False)
+    assert shipped.source == "fitted from pretrained:bsa-tnp"
+    with pytest.raises(ModelMismatchError, match=r"cannot continue with \[\]"):
+        st.np.fit("tmax", model=first, steps=1, covariates=[], progress=False)
+    with pytest.raises(ModelMismatchError, match=r"trained on \['tmax'\] but was given 'tmin'"):
+        st.assign(tmin=st.tmax - 10).np.fit("tmin", model=first, steps=1, progress=False)
+    with pytest.raises(ModelMismatchError, match="fitted for 'infill' but is used for 'forecast'"):
+        st.np.fit("tmax", model=first, task="forecast", steps=1, progress=False)
 
 
 def test_fit_forecast_and_budget_errors(small):

@@ -241,7 +241,8 @@ def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypa
     class Fitted:
         name, task, variables, metadata = "te-tnp", "forecast", ("t2m",), {"steps": 7}
 
-        def save(self, path):
+        def save(self, path, overwrite=False):
+            assert overwrite  # the CLI checked --overwrite itself, before training
             path.write_bytes(b"model")
 
     def fake_fit(ds, var, **kwargs):
@@ -386,6 +387,21 @@ def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):
     assert main(["forecast", str(nc), "--hours", "nan", "--out", str(tmp_path / "o.zarr")]) == 2
     assert "expected a finite positive multiple" in _one_error_line(capsys)
     assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not a checkpoint at all", "not a geonp"),
+    (None, "no model file at"),
+])
+def test_cli__bad_model_file_is_one_error_line(nc, tmp_path, capsys, content, message):
+    """A --model path that is missing or not a geonp file is one error line, and nothing is written."""
+    model = tmp_path / "m.geonp"
+    if content is not None:
+        model.write_bytes(content)
+    out = tmp_path / "o.zarr"
+    assert main(["infill", str(nc), "--model", str(model), "--out", str(out)]) == 2
+    assert message in _one_error_line(capsys)
+    assert not out.exists()
 
 
 def test_cli__forecast_needs_time(nc_no_time, tmp_path, capsys):

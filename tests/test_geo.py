@@ -135,10 +135,34 @@ def test_stations_and_elevation_by_name_and_geopotential():
     np.testing.assert_allclose(geo.find_elevation(ds, layout), [1000, 0, 2000])
 
 
-def test_extra_dims_are_separate_problems():
-    ds = grid().expand_dims(member=3)
+@pytest.mark.parametrize("name, attrs", [
+    ("orography", {}), ("orog", {}), ("height", {}), ("hsurf", {"standard_name": "surface_altitude"}),
+    ("zs", {"standard_name": "height_above_mean_sea_level", "units": "km"}),
+])
+def test_elevation_found_by_name_or_cf_standard_name(name, attrs):
+    """Elevation is found under the names users give it, or by its CF standard_name (km converted to m)."""
+    elev = xr.DataArray(np.arange(35.0).reshape(5, 7), dims=("latitude", "longitude"), attrs=attrs)
+    ds, layout = geo.describe(grid(times=1).assign_coords({name: elev}))
+    assert layout.elevation == name
+    factor = 1000.0 if attrs.get("units") == "km" else 1.0
+    np.testing.assert_allclose(geo.find_elevation(ds, layout), factor * elev.values)
+
+
+def test_duplicate_station_labels():
+    st = xr.Dataset({"tmax": (("station",), np.zeros(3))},
+                    coords={"station": ["a", "b", "a"], "lat": ("station", [39.0, 40.0, 41.0]),
+                            "lon": ("station", [-105.0, -104.0, -106.0])})
+    with pytest.raises(CoordinateError, match=r"repeats 1 label\(s\), e.g. \['a'\].*drop_duplicates\('station'\)"):
+        geo.describe(st)
+    _, layout = geo.describe(st.assign_coords(station=["a", "b", "c"]))  # co-located is fine, labels distinct
+    assert layout.space_dims == ("station",)
+
+
+@pytest.mark.parametrize("dim", ["member", "pressure_level", "level"])
+def test_extra_dims_are_separate_problems(dim):
+    ds = grid().expand_dims({dim: [850, 500, 250]})
     _, layout = geo.describe(ds)
-    assert layout.extra_dims == ("member",)
+    assert layout.extra_dims == (dim,) and layout.time == "time"
 
 
 def test_aeqd_frame_is_metric_and_wraps_the_dateline():

@@ -217,7 +217,9 @@ class GP2D(KernelGPGenerator):
         b = batch_size
         dense = self.variant == "scaled-dense"
         factor = 4 if dense else 1
-        nc = randint(self.num_context[0] * factor, self.num_context[1] * factor, generator)
+        # ×4 after the draw: with the same seed a scaled-dense task is the in-domain task's count and
+        # lengthscale on a domain twice as wide, at the same density (paired tasks)
+        nc = factor * randint(self.num_context[0], self.num_context[1], generator)
         nt = int(self.num_targets) * factor
         ell = self._lengthscales(b, lambda: beta(b, *self.lengthscale_beta, generator))
         centre = 0.5 * (self.domain[0] + self.domain[1])
