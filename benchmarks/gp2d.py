@@ -200,7 +200,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (cosine to 1e-5)")
     parser.add_argument("--parallel", type=int, default=2, help="models trained at once (one thread each)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--init-from", help="start --run-model from these saved weights (.geonp) instead of a fresh model")
+    parser.add_argument("--init-from",
+                        help="start --run-model from these saved weights (.geonp) instead of a fresh model")
     parser.add_argument("--position-moments", type=int, default=0,
                         help="add this many zero-initialised position-moment channels per head (BSA-TNP)")
     parser.add_argument("--aggregate", action="store_true", help="only combine existing per-model results")
