@@ -84,40 +84,45 @@ def _rel_error(out, q, k, v, xq, xk, bias, n: int = 256) -> float:
 def attention_rows(sizes, flex: bool) -> list[dict]:
     rows = []
     for nq, nk in sizes:
-        q, k, v, xq, xk, bias = _inputs(nq, nk)
-        impls = {
-            "tiled": lambda: tiled_attention(q, k, v, bias, xq, xk),
-            "tiled-big": lambda: tiled_attention(q, k, v, bias, xq, xk, q_tile=min(nq, 8192), k_tile=min(nk, 4096)),
-        }
-        if 3 * nq * nk * HEADS * 4 <= DENSE_MAX_BYTES:
-            impls["dense-sdpa"] = lambda: torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias.fast_bias(xq, xk))
-        if flex and (nq, nk) in FLEX_SIZES:
-            impls["flex"] = lambda: attention(q, k, v, bias, xq, xk, backend="flex")
-        for name, fn in impls.items():
-            row = {"impl": name, "nq": nq, "nk": nk}
-            try:
-                with torch.no_grad():
-                    torch.cuda.synchronize()
-                    base = torch.cuda.memory_allocated()
-                    torch.cuda.reset_peak_memory_stats()
-                    t0 = time.perf_counter()
-                    out = fn()  # the first call (compiles flex)
-                    torch.cuda.synchronize()
-                    row["first_call_s"] = time.perf_counter() - t0
-                    big = nq * nk >= 1e9
-                    row.update(gpu_timed(fn, repeats=3 if big else 10, warmup=0))
-                    row["extra_peak_mb"] = (torch.cuda.max_memory_allocated() - base) / 2**20
-                    row["tflops"] = 4.0 * nq * nk * HEADS * DIM / row["wall_s"] / 1e12
-                    row["rel_error"] = _rel_error(out, q, k, v, xq, xk, bias)
-                del out
-            except Exception as exc:  # noqa: BLE001  record and go on
-                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-            torch.cuda.empty_cache()
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-        del q, k, v, xq, xk, bias
+        rows += _attention_size(nq, nk, flex)
         torch.cuda.empty_cache()
+    return rows
+
+
+def _attention_size(nq: int, nk: int, flex: bool) -> list[dict]:
+    """Every implementation at one size (the inputs are freed on return)."""
+    q, k, v, xq, xk, bias = _inputs(nq, nk)
+    impls = {
+        "tiled": lambda: tiled_attention(q, k, v, bias, xq, xk),
+        "tiled-big": lambda: tiled_attention(q, k, v, bias, xq, xk, q_tile=min(nq, 8192), k_tile=min(nk, 4096)),
+    }
+    if 3 * nq * nk * HEADS * 4 <= DENSE_MAX_BYTES:
+        impls["dense-sdpa"] = lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.fast_bias(xq, xk))
+    if flex and (nq, nk) in FLEX_SIZES:
+        impls["flex"] = lambda: attention(q, k, v, bias, xq, xk, backend="flex")
+    rows = []
+    for name, fn in impls.items():
+        row = {"impl": name, "nq": nq, "nk": nk}
+        try:
+            with torch.no_grad():
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                t0 = time.perf_counter()
+                out = fn()  # the first call (compiles flex)
+                torch.cuda.synchronize()
+                row["first_call_s"] = time.perf_counter() - t0
+                row.update(gpu_timed(fn, repeats=3 if nq * nk >= 1e9 else 10, warmup=0))
+                row["extra_peak_mb"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+                row["tflops"] = 4.0 * nq * nk * HEADS * DIM / row["wall_s"] / 1e12
+                row["rel_error"] = _rel_error(out, q, k, v, xq, xk, bias)
+                out = None
+        except Exception as exc:  # noqa: BLE001  record and go on
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        torch.cuda.empty_cache()
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     return rows
 
 
