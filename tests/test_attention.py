@@ -348,3 +348,40 @@ def test_tiled_attention__inference_tiles_equal_training_tiles():
     assert default_tiles(8, h, 512, 512) == (512, 512)  # one tile under autograd
     training = tiled_attention(q, k, v, score, xq, xk)
     torch.testing.assert_close(inference, training.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "geodesic"])
+def test_rbf_bias__whole_tile_path_equals_chunked(metric, monkeypatch):
+    """The GPU form of the bias (whole tile, a basis at a time) equals the CPU's chunked form, gradients too."""
+    import geonp.models.bias as bias_module
+
+    bias = RBFBias(3, 5, (0, 1), metric=metric, lengthscales=(1.0, 30.0) if metric == "geodesic" else (0.3, 3.0))
+    bias = bias.double()
+    with torch.no_grad():
+        bias.weight.normal_(generator=torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(1)
+    xq = torch.rand(2, 70, 2, generator=g, dtype=torch.float64) * 20
+    xk = torch.rand(2, 90, 2, generator=g, dtype=torch.float64) * 20
+    active = bias.active_bases(xq, xk)
+    active[1][2] = False  # a skipped term is skipped on both paths
+    grad = torch.randn(2, 3, 70, 90, generator=g, dtype=torch.float64)
+    chunked, chunked_grads = bias._rbf_sum(xq, xk, active), bias.bias_grad(xq, xk, grad)
+    monkeypatch.setattr(bias_module, "whole_tiles", lambda x: True)
+    torch.testing.assert_close(bias._rbf_sum(xq, xk, active), chunked, rtol=1e-12, atol=1e-14)
+    for a, b in zip(bias.bias_grad(xq, xk, grad), chunked_grads):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_tiled_attention__whole_tile_bias_matches_dense(monkeypatch):
+    """With the GPU form of the bias, the tiled kernel still equals the dense reference, gradients included."""
+    import geonp.models.bias as bias_module
+
+    monkeypatch.setattr(bias_module, "whole_tiles", lambda x: True)
+    score = SCORES["rbf-space-time"](3).double()
+    q, k, v, xq, xk = _inputs(2, 3, 37, 29, 8, torch.float64, False)
+    params = [q, k, v, *score.parameters()]
+    ref = dense_attention(q, k, v, score, xq, xk)
+    out = tiled_attention(q, k, v, score, xq, xk, q_tile=5, k_tile=7)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    for a, b in zip(_grads(out, params, 1), _grads(ref, params, 1)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)

@@ -39,18 +39,23 @@ TILE_ELEMENTS = 2**22
 #: inference (no backward pass to share with), use TILE_ELEMENTS
 ONE_TILE_ELEMENTS = 2**24
 K_TILE = 1024
+#: tiles on a GPU (128 MB in float32): there every tile costs a few kernel launches and a host sync, so
+#: fewer, larger tiles win; memory still grows with the tile, not the problem (benchmarks/gpu.py)
+GPU_TILE_ELEMENTS = 2**25
+GPU_K_TILE = 4096
 
 
-def default_tiles(b: int, h: int, nq: int, nk: int, elements: int = TILE_ELEMENTS) -> tuple[int, int]:
+def default_tiles(b: int, h: int, nq: int, nk: int, elements: int = TILE_ELEMENTS,
+                  key_tile: int = K_TILE) -> tuple[int, int]:
     """Query and key tile sizes so that one ``[b, h, q_tile, k_tile]`` tile holds about ``elements``.
 
     Under autograd (training), a problem with at most :data:`K_TILE` keys and :data:`ONE_TILE_ELEMENTS`
     elements in all is one tile; without it the tiles stay near ``elements``, which bounds the peak memory
     of inference by the tile.
     """
-    k_tile = max(1, min(nk, K_TILE))
+    k_tile = max(1, min(nk, key_tile))
     one_tile = ONE_TILE_ELEMENTS if torch.is_grad_enabled() else 0
-    if nk <= K_TILE and b * h * nq * nk <= max(elements, one_tile):
+    if nk <= key_tile and b * h * nq * nk <= max(elements, one_tile):
         return max(1, nq), k_tile
     q_tile = max(1, min(nq, elements // max(1, b * h * k_tile)))
     return q_tile, k_tile
@@ -145,7 +150,8 @@ def tiled_attention(
     """
     b, h, nq, d = q.shape
     nk = k.shape[2]
-    dq, dk = default_tiles(b, h, nq, nk)
+    dq, dk = (default_tiles(b, h, nq, nk) if q.device.type == "cpu"
+              else default_tiles(b, h, nq, nk, GPU_TILE_ELEMENTS, GPU_K_TILE))
     q_tile = q_tile or dq
     k_tile = k_tile or dk
     scale = d**-0.5

@@ -205,6 +205,8 @@ class RBFBias(ScoreMod):
             for j in range(b):
                 kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start, LOG2E * MIN_EXPONENT, out[j])
             return out
+        if whole_tiles(xq):
+            return self._rbf_sum_whole(xq, xk, active, out)
         terms = None  # flat buffer of the first (largest) chunk, viewed contiguously for each chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
@@ -220,6 +222,23 @@ class RBFBias(ScoreMod):
                     dest[i].zero_()
                 else:
                     torch.mm(term_weight[None, s0:s1], x[s0:s1], out=dest[i : i + 1])
+        return out
+
+    def _rbf_sum_whole(self, xq: Tensor, xk: Tensor, active: list[list[bool]], out: Tensor) -> Tensor:
+        """:meth:`_rbf_sum` one basis at a time over the whole tile (GPUs: a few large kernels, not many small ones).
+
+        The same terms in the same order per head (``exp2`` of the clamped base-2 exponent, weighted,
+        summed over the bases), so it agrees with the chunked path to rounding.
+        """
+        d2 = self.sqdist(xq, xk)[:, None]  # [b, 1, nq, nk]
+        on = torch.tensor(active, device=xq.device)
+        neg_rate = torch.where(on, -LOG2E * self.rate().detach(), 0.0).to(xq.dtype)  # [h, F]
+        weight = torch.where(on, self.weight.detach(), 0.0).to(xq.dtype)
+        out.zero_()
+        term = torch.empty_like(out)
+        for f in range(self.num_bases):
+            torch.mul(d2, neg_rate[None, :, f, None, None], out=term).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
+            out.addcmul_(term, weight[None, :, f, None, None].expand_as(term))
         return out
 
     def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
@@ -317,6 +336,16 @@ class RBFBias(ScoreMod):
                    g_decay: Tensor) -> None:
         """Add ``Σ g 2^e`` and ``Σ g d² 2^e`` per ``(head, basis)`` to ``g_weight``/``g_decay`` (the torch path)."""
         h, nf = self.num_heads, self.num_bases
+        if whole_tiles(xq):  # GPUs: one basis at a time over the whole tile, a few large kernels
+            d2 = self.sqdist(xq, xk)[:, None]  # [b, 1, nq, nk]
+            gd = grad * d2
+            term = torch.empty_like(grad)
+            for f in range(nf):
+                torch.mul(d2, neg_rate.view(h, nf)[None, :, f, None, None], out=term)
+                term.clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
+                g_weight[:, f] += (term * grad).sum((0, 2, 3), dtype=torch.float64)
+                g_decay[:, f] += (term * gd).sum((0, 2, 3), dtype=torch.float64)
+            return
         terms = gd = None  # flat buffers of the first (largest) chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
@@ -330,6 +359,11 @@ class RBFBias(ScoreMod):
             for i in range(h):
                 g_weight[i] += torch.mv(xv[i], gc[i])
                 g_decay[i] += torch.mv(xv[i], gdc[i])
+
+
+def whole_tiles(x: Tensor) -> bool:
+    """Whether a tile's bias is evaluated whole, a basis at a time (GPUs), not in cache-sized chunks (CPU)."""
+    return x.device.type != "cpu"
 
 
 class SumBias(ScoreMod):
