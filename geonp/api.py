@@ -96,11 +96,11 @@ def _prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout
 
 
 def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None):
-    """Count the observations (one streamed pass), refuse inputs with nothing to do, build the problem once.
+    """Count the observations (a bounded sample of a long record), refuse inputs with nothing to do, build the problem.
 
     Returns the problem and the number of observed values.
     """
-    n_obs, n_all, spread = observed_stats(ds, layout)
+    n_obs, n_all, spread = observed_stats(ds, layout, gaps_needed=task == "infill" and target is None)
     if n_obs == 0:
         raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
                           "Check the variable and the selection (e.g. .sel(time=...)).")

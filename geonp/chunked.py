@@ -32,6 +32,9 @@ from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spa
 from .surface import find_land
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
 
+#: a record with more frames than this is planned (observed fraction, spread) from this many evenly spaced frames
+PLAN_FRAMES = 32
+
 __all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast", "observed_stats"]
 
 DEFAULT_FRAMES = 24
@@ -331,9 +334,29 @@ def _input_chunks(ds: xr.Dataset, layout: Layout):
     return c
 
 
-def observed_stats(ds: xr.Dataset, layout: Layout) -> tuple[int, int, float]:
-    """(observed values, total values, std of the observed values) of ``layout.var``, in one pass by chunks."""
+def observed_stats(ds: xr.Dataset, layout: Layout, *, gaps_needed: bool = False) -> tuple[int, int, float]:
+    """(observed values, total values, std of the observed values) of ``layout.var``.
+
+    With more than :data:`PLAN_FRAMES` frames they come from that many evenly spaced frames (read
+    chunk by chunk; the counts scaled to the whole), so that planning a long record reads a bounded
+    sample of it, whatever its backing or chunking (so chunked and unchunked runs plan alike). The
+    whole record is counted instead where the sample would raise an error the whole might not: fewer
+    than two observed values, or, with ``gaps_needed``, no missing value.
+    """
     data = _dask_data(ds, layout, {})
+    t_axis, n_all = len(layout.extra_dims), int(math.prod(data.shape))
+    n_frames = data.shape[t_axis]
+    if n_frames > PLAN_FRAMES:
+        frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
+        count, n, spread = _moments(data[(slice(None),) * t_axis + (frames_,)])
+        if count >= 2 and (count < n or not gaps_needed):
+            estimate = round(count / n * n_all)
+            return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread
+    return _moments(data)
+
+
+def _moments(data: da.Array) -> tuple[int, int, float]:
+    """(finite values, values, std of the finite values) of ``data``, in one pass by chunks."""
     x = data.astype(np.float64)
     count, total, squares = dask.compute(da.isfinite(data).sum(), da.nansum(x), da.nansum(x * x))
     if count == 0:

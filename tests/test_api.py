@@ -89,6 +89,49 @@ def test_dask_backed_input_gives_lazy_output(small):
     assert np.isfinite(out.t2m_mean.compute()).all()
 
 
+def _recorded(ds: xr.Dataset, read: set) -> xr.Dataset:
+    """``ds`` with t2m a dask array of one chunk per frame that records which frames are read."""
+    import dask
+    import dask.array as da
+
+    values = ds.t2m.values
+
+    def frame(i):
+        read.add(i)
+        return values[i]
+
+    data = da.stack([da.from_delayed(dask.delayed(frame)(i), shape=values.shape[1:], dtype=values.dtype)
+                     for i in range(values.shape[0])])
+    return ds.assign(t2m=(ds.t2m.dims, data, ds.t2m.attrs))
+
+
+def test_planning_a_long_lazy_record_reads_a_sample_of_it():
+    """A lazy infill of a long record reads at most PLAN_FRAMES frames before it returns, and equals the eager one."""
+    from geonp.chunked import PLAN_FRAMES
+
+    ds, _ = field(nlat=5, nlon=6, times=3 * PLAN_FRAMES)
+    read = set()
+    lazy = _recorded(ds, read).np.infill("t2m", time_window=1)
+    assert 0 < len(read) <= PLAN_FRAMES and lazy.t2m_mean.chunks is not None
+    np.testing.assert_allclose(lazy.t2m_mean.isel(time=slice(0, 5)).compute(),
+                               ds.np.infill("t2m", time_window=1).t2m_mean.isel(time=slice(0, 5)), atol=2e-4)
+
+
+def test_planning_counts_the_whole_record_before_refusing_it():
+    """Where the sample has no gaps, the whole record decides: gaps elsewhere are filled, none at all is refused."""
+    from geonp.chunked import PLAN_FRAMES
+
+    ds, _ = field(nlat=4, nlon=5, times=2 * PLAN_FRAMES + 1, keep=1.0)
+    with pytest.raises(NoDataError, match="no gaps"):
+        ds.np.infill("t2m")
+    gappy = ds.copy(deep=True)
+    gappy.t2m[1, 2, 3] = np.nan  # frame 1 is not in the sample of 32 evenly spaced frames (0, 2, 4, ...)
+    read = set()
+    out = _recorded(gappy, read).np.infill("t2m", time_window=1)
+    assert len(read) == 2 * PLAN_FRAMES + 1  # the sample had no gap: everything was counted
+    assert np.isfinite(out.t2m_filled.isel(time=1).values).all()
+
+
 def test_processes_scheduler(small):
     ds, _ = small
     ref = ds.np.infill("t2m", halo=1000.0)
