@@ -385,3 +385,27 @@ def test_tiled_attention__whole_tile_bias_matches_dense(monkeypatch):
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
     for a, b in zip(_grads(out, params, 1), _grads(ref, params, 1)):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.slow
+def test_rbf_bias__fused_whole_tile_bias_equals_chunked(monkeypatch):
+    """GEONP_FUSED_BIAS=1: the compiled whole-tile bias (torch.compile; here on the CPU) equals the chunked one."""
+    import geonp.models.bias as bias_module
+
+    bias = RBFBias(4, 5, (0, 1), lengthscales=(0.3, 3.0)).double()
+    with torch.no_grad():
+        bias.weight.normal_(generator=torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(1)
+    xq = torch.rand(2, 70, 2, generator=g, dtype=torch.float64) * 20
+    xk = torch.rand(2, 90, 2, generator=g, dtype=torch.float64) * 20
+    active = bias.active_bases(xq, xk)
+    chunked = bias._rbf_sum(xq, xk, active)
+    monkeypatch.setattr(bias_module, "whole_tiles", lambda x: True)
+    monkeypatch.setenv("GEONP_FUSED_BIAS", "1")
+    monkeypatch.setattr(bias_module, "_FUSED", {})
+    fused = bias._rbf_sum(xq, xk, active)
+    if bias_module._FUSED.get("kernel") is None:
+        pytest.skip("torch.compile does not work on this machine")
+    torch.testing.assert_close(fused, chunked, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(bias._rbf_sum(xq[:, :33], xk[:, :41], active), chunked[:, :, :33, :41],
+                               rtol=1e-12, atol=1e-14)  # another shape: no recompilation needed

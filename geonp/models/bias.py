@@ -11,7 +11,9 @@ distances), which is what makes the models translation (rotation) invariant.
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 
 import torch
 from torch import Tensor, nn
@@ -29,6 +31,9 @@ BIAS_CHUNK = 2**16
 #: a bias on one coordinate is looked up from a table of its distinct values when the table has at
 #: most 1/TABLE_FACTOR of the tile's pairs (time in a window of frames; RBFBias._table_bias)
 TABLE_FACTOR = 64
+
+logger = logging.getLogger(__name__)
+_FUSED: dict = {}  # the compiled whole-tile bias (GEONP_FUSED_BIAS=1), or None once it failed
 
 
 def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
@@ -234,6 +239,13 @@ class RBFBias(ScoreMod):
         on = torch.tensor(active, device=xq.device)
         neg_rate = torch.where(on, -LOG2E * self.rate().detach(), 0.0).to(xq.dtype)  # [h, F]
         weight = torch.where(on, self.weight.detach(), 0.0).to(xq.dtype)
+        fused = fused_bias_kernel()
+        if fused is not None:
+            try:
+                return fused(d2, neg_rate, weight, LOG2E * MIN_EXPONENT)
+            except Exception as exc:  # noqa: BLE001  a compiler failure: fall back to the eager form below
+                logger.warning("GEONP_FUSED_BIAS: the compiled bias failed (%s); using the eager one.", exc)
+                _FUSED["kernel"] = None
         out.zero_()
         term = torch.empty_like(out)
         for f in range(self.num_bases):
@@ -359,6 +371,32 @@ class RBFBias(ScoreMod):
             for i in range(h):
                 g_weight[i] += torch.mv(xv[i], gc[i])
                 g_decay[i] += torch.mv(xv[i], gdc[i])
+
+
+def rbf_terms(d2: Tensor, neg_rate: Tensor, weight: Tensor, floor: float) -> Tensor:
+    """``Σ_f weight[h, f] · 2^max(neg_rate[h, f] · d2, floor)``: ``[b, h, nq, nk]`` from ``d2`` ``[b, 1, nq, nk]``.
+
+    The whole-tile bias as one expression, for :func:`fused_bias_kernel` to compile into a single
+    pass over the tile (the eager form makes four passes per basis).
+    """
+    out = weight[:, 0, None, None] * torch.exp2(torch.clamp(d2 * neg_rate[:, 0, None, None], min=floor))
+    for f in range(1, neg_rate.shape[1]):
+        out = out + weight[:, f, None, None] * torch.exp2(torch.clamp(d2 * neg_rate[:, f, None, None], min=floor))
+    return out
+
+
+def fused_bias_kernel():
+    """:func:`rbf_terms` compiled by ``torch.compile`` (dynamic shapes) when ``GEONP_FUSED_BIAS=1``, else ``None``.
+
+    An experiment for GPUs, off by default until measured there (``benchmarks/gpu.py``): it would
+    replace the whole-tile bias' ~20 passes over each tile by one. A compiler failure switches it
+    off for the rest of the process, with a warning.
+    """
+    if os.environ.get("GEONP_FUSED_BIAS", "0") != "1":
+        return None
+    if "kernel" not in _FUSED:
+        _FUSED["kernel"] = torch.compile(rbf_terms, dynamic=True)
+    return _FUSED["kernel"]
 
 
 def whole_tiles(x: Tensor) -> bool:
