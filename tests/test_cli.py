@@ -319,6 +319,13 @@ def test_cli_fit__then_infill_with_the_saved_model(nc, tmp_path, capsys):
     ds = xr.open_zarr(out)
     assert ds.attrs["geonp_model_source"] == str(model)
     assert np.isfinite(ds.t2m_mean.values).all()
+    more = tmp_path / "more.geonp"  # --model PATH trains the saved model further
+    capsys.readouterr()
+    assert main(["fit", str(nc), "--model", str(model), "--steps", "2", "--out", str(more), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith(f"saved bsa-tnp (infill of t2m, 2 steps) to {more}")
+    import geonp
+
+    assert geonp.load_model(more).source.startswith("fitted from")
 
 
 def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, capsys, monkeypatch):
