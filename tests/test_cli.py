@@ -325,7 +325,7 @@ def test_cli_fit__then_infill_with_the_saved_model(nc, tmp_path, capsys):
     assert capsys.readouterr().out.startswith(f"saved bsa-tnp (infill of t2m, 2 steps) to {more}")
     import geonp
 
-    assert geonp.load_model(more).source.startswith("fitted from")
+    assert geonp.load_model(more).metadata["source"] == f"fitted from {model}"
 
 
 def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, capsys, monkeypatch):
