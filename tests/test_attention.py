@@ -350,18 +350,24 @@ def test_tiled_attention__inference_tiles_equal_training_tiles():
     torch.testing.assert_close(inference, training.detach(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("metric", ["euclidean", "geodesic"])
-def test_rbf_bias__whole_tile_path_equals_chunked(metric, monkeypatch):
-    """The GPU form of the bias (whole tile, a basis at a time) equals the CPU's chunked form, gradients too."""
-    import geonp.models.bias as bias_module
-
-    bias = RBFBias(3, 5, (0, 1), metric=metric, lengthscales=(1.0, 30.0) if metric == "geodesic" else (0.3, 3.0))
-    bias = bias.double()
+def _bias_tile(metric="euclidean", heads=3):
+    """A float64 RBF bias with random weights and a 70 × 90 tile of points spread over 20 units."""
+    lengthscales = (1.0, 30.0) if metric == "geodesic" else (0.3, 3.0)
+    bias = RBFBias(heads, 5, (0, 1), metric=metric, lengthscales=lengthscales).double()
     with torch.no_grad():
         bias.weight.normal_(generator=torch.Generator().manual_seed(0))
     g = torch.Generator().manual_seed(1)
     xq = torch.rand(2, 70, 2, generator=g, dtype=torch.float64) * 20
     xk = torch.rand(2, 90, 2, generator=g, dtype=torch.float64) * 20
+    return bias, xq, xk, g
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "geodesic"])
+def test_rbf_bias__whole_tile_path_equals_chunked(metric, monkeypatch):
+    """The GPU form of the bias (whole tile, a basis at a time) equals the CPU's chunked form, gradients too."""
+    import geonp.models.bias as bias_module
+
+    bias, xq, xk, g = _bias_tile(metric)
     active = bias.active_bases(xq, xk)
     active[1][2] = False  # a skipped term is skipped on both paths
     grad = torch.randn(2, 3, 70, 90, generator=g, dtype=torch.float64)
@@ -392,12 +398,7 @@ def test_rbf_bias__fused_whole_tile_bias_equals_chunked(monkeypatch):
     """GEONP_FUSED_BIAS=1: the compiled whole-tile bias (torch.compile; here on the CPU) equals the chunked one."""
     import geonp.models.bias as bias_module
 
-    bias = RBFBias(4, 5, (0, 1), lengthscales=(0.3, 3.0)).double()
-    with torch.no_grad():
-        bias.weight.normal_(generator=torch.Generator().manual_seed(0))
-    g = torch.Generator().manual_seed(1)
-    xq = torch.rand(2, 70, 2, generator=g, dtype=torch.float64) * 20
-    xk = torch.rand(2, 90, 2, generator=g, dtype=torch.float64) * 20
+    bias, xq, xk, _ = _bias_tile(heads=4)
     active = bias.active_bases(xq, xk)
     chunked = bias._rbf_sum(xq, xk, active)
     monkeypatch.setattr(bias_module, "whole_tiles", lambda x: True)
