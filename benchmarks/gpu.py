@@ -14,7 +14,7 @@ and one SDPA call where it fits, "flex" geonp's ``backend="flex"``); ``backward`
 ``steps`` (a training step and an inference batch at the seeds' 2-D GP shape: 8 tasks, 512 context,
 1,024 targets); ``month`` (``ds.np.infill(device="cuda")`` on a synthetic 744 × 33 × 49 grid with 90 % of
 the cells hidden: the issue's ERA5 UK month). With ``GEONP_FUSED_BIAS=1`` the whole-tile bias is the
-compiled one-pass form (an experiment, see ``geonp.models.bias.fused_bias_kernel``).
+compiled one-pass form (an experiment, see ``geonp.models.whole_tile.fused_bias_kernel``).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("benchmarks/gpu.py needs a CUDA GPU; torch sees none.")
     data = {"machine": machine(), "capability": list(torch.cuda.get_device_capability(0)),
-            "fused_bias": os.environ.get("GEONP_FUSED_BIAS", "0") == "1"}  # geonp.models.bias.fused_bias_kernel
+            "fused_bias": os.environ.get("GEONP_FUSED_BIAS", "0") == "1"}  # geonp.models.whole_tile.fused_bias_kernel
     path = Path(args.out) / "gpu.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     jobs = {"matmul": lambda: {"before": matmul_tflops()}, "attention": lambda: attention_rows(SIZES, not args.no_flex),

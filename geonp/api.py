@@ -342,7 +342,7 @@ def fit(
     **train_options: Any,
 ) -> Model:
     """Train a model on the dataset itself; see :meth:`GeonpAccessor.fit`."""
-    from .fitting import fit_model
+    from .fitting import fit_covariates, fit_model, starting_model
 
     if task not in ("infill", "forecast"):
         raise ConfigError(f"task={task!r}; expected 'infill' or 'forecast'.")
@@ -352,7 +352,7 @@ def fit(
         raise ConfigError("fit needs a budget: pass max_time= (e.g. '10min') or steps= (e.g. 2000).")
     if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 0):
         raise ConfigError(f"steps={steps!r}; expected a non-negative integer (0: calibrate the shipped weights only).")
-    model, start = _starting_model(model)
+    model, start = starting_model(model)
     ds, layout, explicit = _prepare(obj, var, crs=crs, covariates=covariates, land=land if task == "infill" else "none")
     if task == "forecast" and layout.time is None:
         raise TimeAxisError(f"task='forecast' needs a time axis but {layout.var!r} has dims "
@@ -360,34 +360,12 @@ def fit(
     if start is not None:  # continue training a fitted model: same variable, covariates, CRS and task
         start.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, task,
                                has_land=layout.land is not None if task == "infill" else None)
-        own = tuple(start.normaliser.covariates)
-        if explicit is not None and tuple(explicit) != own:
-            raise ModelMismatchError(f"this model was trained with covariates {list(own)}; it cannot continue "
-                                     f"with {list(explicit)}. Leave covariates= out, or fit a new model "
-                                     f"(model={start.name!r}).")
-        explicit = own
         time_window = start.settings["half_window"] if time_window is None else time_window
         context_frames = start.settings["context_frames"] if context_frames is None else context_frames
         reference = _reference_of(start, None if reference == "auto" else reference)
         for key in ("halo", "tile"):
             train_options.setdefault(key, start.settings[key])
-    if explicit is None:  # automatic covariates
-        names = []
-        if layout.elevation is not None:
-            names.append("elevation")
-        if layout.time is not None and len(ds[layout.time]) > 1:
-            times = ds[layout.time].values
-            if timeaxis.time_step_hours(times) < 24:
-                names.append("hour")
-            span_days = (timeaxis.time_hours(times[-1:]) - timeaxis.time_hours(times[:1]))[0] / 24
-            if span_days >= 60:
-                names.append("doy")
-        explicit = tuple(names)
-    if "elevation" in explicit and layout.elevation is None:
-        raise VariableNotFoundError("covariates include elevation but the data have no elevation variable or "
-                                    "coordinate; pass covariates=[<name>] or an elevation DataArray.")
-    if ("hour" in explicit or "doy" in explicit) and layout.time is None:
-        raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
+    explicit = fit_covariates(ds, layout, explicit, start)
     kind, raw = "none", None
     if task == "forecast":  # train on departures from the reference, as forecast will predict them
         step = timeaxis.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
@@ -400,21 +378,4 @@ def fit(
                      max_time=seconds, steps=steps, seed=seed, covariates=explicit, preset=preset,
                      pretrained=pretrained, device=device, progress=progress, half_window=time_window,
                      context_frames=context_frames, raw_ds=raw, **train_options)
-
-
-def _starting_model(model) -> tuple[str, Model | None]:
-    """The model name and the fitted :class:`Model` that ``fit(model=...)`` continues (``None``: start anew).
-
-    A name (``"bsa-tnp"``, ``"tnp-d"``, ...) builds a network, from the shipped weights where there
-    are some, and so does a :class:`Model` of shipped weights; any other :class:`Model`, or the path
-    of a saved one, is trained further.
-    """
-    from .models import model_names
-
-    if isinstance(model, str) and model.lower().replace("_", "-") in model_names():
-        return model, None
-    start = resolve_model(model)
-    if start.source.startswith("pretrained:"):
-        return start.name, None
-    return start.name, start
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import ConfigError, GeonpError, OutputExistsError
+from .errors import ConfigError, GeonpError
 
 __all__ = ["main", "parse_chunks"]
 
@@ -205,10 +205,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def _refuse_existing(path: str, args: argparse.Namespace) -> Path:
     """Fail fast, before any computation, when the output exists (the same message as geonp.to_zarr)."""
-    out = Path(path).expanduser()
-    if (out.exists() or out.is_symlink()) and not args.overwrite:
-        raise OutputExistsError(f"{str(out)!r} exists; expected a new output path; pass overwrite=True "
-                                "(CLI: --overwrite) or choose another path")
+    from .io.zarr import check_new_path
+
+    out = check_new_path(path, args.overwrite)
     if getattr(args, "input", None) is not None and out.resolve() == Path(args.input).expanduser().resolve():
         raise ConfigError(f"--out {path!r} is the input; choose another output path.")
     return out

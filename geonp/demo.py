@@ -28,7 +28,7 @@ import torch
 import xarray as xr
 from torch.distributions import Normal
 
-from .errors import OutputExistsError
+from .io.zarr import check_new_path
 from .metrics import gaussian_scores
 from .synthetic.kernels import correlation
 
@@ -165,9 +165,8 @@ def demo_dataset(seed: int = 0) -> xr.Dataset:
 
 
 def _check_new(path: Path | None, overwrite: bool, what: str) -> None:
-    if path is not None and (path.exists() or path.is_symlink()) and not overwrite:
-        raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
-                                "(CLI: --overwrite) or choose another path")
+    if path is not None:
+        check_new_path(path, overwrite, what)
 
 
 def _png(path: Path, truth: np.ndarray, obs: np.ndarray, mean: np.ndarray, std: np.ndarray, title: str,

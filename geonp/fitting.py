@@ -21,10 +21,10 @@ from . import frames, geo, timeaxis
 from .calibration import calibrate
 from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
-from .errors import ConfigError, NoDataError
+from .errors import ConfigError, ModelMismatchError, NoDataError, TimeAxisError, VariableNotFoundError
 from .inference import collate, resolve_device
-from .model import DEFAULT_SETTINGS, Model, check_settings
-from .models import Batch, NeuralProcess, build_model
+from .model import DEFAULT_SETTINGS, Model, check_settings, resolve_model
+from .models import Batch, NeuralProcess, build_model, model_names
 from .models.bsa_tnp import with_proximity_features
 from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
@@ -102,6 +102,62 @@ def _elevation_bias(name: str, covariates: tuple[str, ...]) -> tuple[int]:
     return (covariate_dims(covariates[:i]),)
 
 
+def starting_model(model) -> tuple[str, Model | None]:
+    """The model name and the fitted :class:`Model` that ``fit(model=...)`` continues (``None``: start anew).
+
+    A name (``"bsa-tnp"``, ``"tnp-d"``, ...) builds a network, from the shipped weights where there
+    are some, and so does a :class:`Model` of shipped weights; any other :class:`Model`, or the path
+    of a saved one, is trained further.
+    """
+    if isinstance(model, str) and model.lower().replace("_", "-") in model_names():
+        return model, None
+    start = resolve_model(model)
+    if start.source.startswith("pretrained:"):
+        return start.name, None
+    return start.name, start
+
+
+def fit_covariates(ds: xr.Dataset, layout: geo.Layout, explicit: tuple[str, ...] | None,
+                   start: Model | None = None) -> tuple[str, ...]:
+    """The covariates a fit uses: ``explicit`` (``covariates=``), a continued model's own, or chosen from the data.
+
+    Chosen: elevation where the data have it, hour of day for sub-daily data, day of year for data
+    spanning 60 days or more.
+
+    Raises
+    ------
+    ModelMismatchError
+        ``explicit`` differs from the covariates of the model ``start`` being trained further.
+    VariableNotFoundError, TimeAxisError
+        Elevation, or hour/day of year, asked for data without it.
+    """
+    if start is not None:
+        own = tuple(start.normaliser.covariates)
+        if explicit is not None and tuple(explicit) != own:
+            raise ModelMismatchError(f"this model was trained with covariates {list(own)}; it cannot continue "
+                                     f"with {list(explicit)}. Leave covariates= out, or fit a new model "
+                                     f"(model={start.name!r}).")
+        explicit = own
+    if explicit is None:
+        names = []
+        if layout.elevation is not None:
+            names.append("elevation")
+        if layout.time is not None and len(ds[layout.time]) > 1:
+            times = ds[layout.time].values
+            if timeaxis.time_step_hours(times) < 24:
+                names.append("hour")
+            span_days = (timeaxis.time_hours(times[-1:]) - timeaxis.time_hours(times[:1]))[0] / 24
+            if span_days >= 60:
+                names.append("doy")
+        explicit = tuple(names)
+    if "elevation" in explicit and layout.elevation is None:
+        raise VariableNotFoundError("covariates include elevation but the data have no elevation variable or "
+                                    "coordinate; pass covariates=[<name>] or an elevation DataArray.")
+    if ("hour" in explicit or "doy" in explicit) and layout.time is None:
+        raise TimeAxisError("covariates 'hour'/'doy' need a time axis; the data have none.")
+    return tuple(explicit)
+
+
 def fit_model(
     ds: xr.Dataset,
     layout: geo.Layout,
@@ -124,7 +180,7 @@ def fit_model(
 
     ``raw_ds`` holds the variable itself when ``ds`` holds its departures from a forecast reference
     (it gives the calibration's trend term). ``start`` is a fitted model to train further (its
-    network, copied; ``preset`` and ``pretrained`` are then ignored): the scales are taken from
+    network, copied; ``preset``, ``pretrained`` and ``elevation_bias`` are then ignored): the scales are taken from
     ``ds`` as for any fit, so continuing on the same data keeps them.
     """
     name = str(model).lower().replace("_", "-")
@@ -185,8 +241,9 @@ def fit_model(
     record: dict[str, Any] = {"steps": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "final_loss": None,
                               "best_val_loss": None}
     if steps != 0:
+        # from trained weights (shipped or a fitted model) a lower rate than from scratch
         config = TrainConfig(steps=steps, max_time=max_time, seed=seed, progress=progress,
-                             lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),  # lower: trained
+                             lr=train_options.pop("lr", 3e-4 if source != "fitted" else 5e-4),
                              warmup_steps=train_options.pop("warmup_steps", min(50, (steps or 1000) // 4)),
                              val_every=train_options.pop("val_every", 200),
                              val_batches=train_options.pop("val_batches", 4), **train_options)

@@ -24,7 +24,6 @@ from .errors import (
     CheckpointNotFoundError,
     ConfigError,
     ModelMismatchError,
-    OutputExistsError,
     UnknownOptionError,
     VariableTypeError,
 )
@@ -116,10 +115,9 @@ class Model:
         OutputExistsError
             ``path`` exists and ``overwrite`` is ``False`` (as for :func:`geonp.to_zarr`).
         """
-        target = Path(path).expanduser()
-        if (target.exists() or target.is_symlink()) and not overwrite:
-            raise OutputExistsError(f"{str(target)!r} exists; expected a new model path; pass overwrite=True "
-                                    "(CLI: --overwrite) or choose another path.")
+        from .io.zarr import check_new_path
+
+        target = check_new_path(path, overwrite, "model")
         return save_model(self.net, target, metadata={"geonp_model": self.to_dict(), "training": self.metadata})
 
     @classmethod

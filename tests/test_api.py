@@ -367,7 +367,7 @@ def test_fit_save_load_and_mismatch(tmp_path):
     assert model.variables == ("tmax",) and "elevation" in model.normaliser.covariates
     assert model.metadata["steps"] == 3
     path = model.save(tmp_path / "m.geonp")
-    with pytest.raises(OutputExistsError, match="m.geonp' exists; expected a new model path; pass overwrite=True"):
+    with pytest.raises(OutputExistsError, match="m.geonp. exists; expected a new model path; pass overwrite=True"):
         model.save(path)
     assert model.save(path, overwrite=True) == path
     loaded = geonp.load_model(path)

@@ -397,15 +397,16 @@ def test_tiled_attention__whole_tile_bias_matches_dense(monkeypatch):
 def test_rbf_bias__fused_whole_tile_bias_equals_chunked(monkeypatch):
     """GEONP_FUSED_BIAS=1: the compiled whole-tile bias (torch.compile; here on the CPU) equals the chunked one."""
     import geonp.models.bias as bias_module
+    from geonp.models import whole_tile
 
     bias, xq, xk, _ = _bias_tile(heads=4)
     active = bias.active_bases(xq, xk)
     chunked = bias._rbf_sum(xq, xk, active)
     monkeypatch.setattr(bias_module, "whole_tiles", lambda x: True)
     monkeypatch.setenv("GEONP_FUSED_BIAS", "1")
-    monkeypatch.setattr(bias_module, "_FUSED", {})
+    monkeypatch.setattr(whole_tile, "_FUSED", {})
     fused = bias._rbf_sum(xq, xk, active)
-    if bias_module._FUSED.get("kernel") is None:
+    if whole_tile._FUSED.get("kernel") is None:
         pytest.skip("torch.compile does not work on this machine")
     torch.testing.assert_close(fused, chunked, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(bias._rbf_sum(xq[:, :33], xk[:, :41], active), chunked[:, :, :33, :41],

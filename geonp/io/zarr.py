@@ -62,6 +62,21 @@ class _Plan:
         return keys + (["static"] if self.static_vars else [])
 
 
+def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output") -> Path:
+    """``path`` as a :class:`~pathlib.Path`, refused where it exists (a link too) unless ``overwrite``.
+
+    Raises
+    ------
+    OutputExistsError
+        ``path`` exists and ``overwrite`` is ``False``.
+    """
+    path = Path(path).expanduser()
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
+                                "(CLI: --overwrite) or choose another path")
+    return path
+
+
 def to_zarr(
     ds: xr.Dataset | xr.DataArray,
     path: str | os.PathLike,
@@ -100,11 +115,7 @@ def to_zarr(
         If ``path`` exists and ``overwrite`` is False.
     """
     path = Path(path).expanduser()
-    if (path.exists() or path.is_symlink()) and not overwrite:
-        raise OutputExistsError(
-            f"{str(path)!r} exists; expected a new output path; pass overwrite=True (CLI: --overwrite) or choose "
-            "another path"
-        )
+    check_new_path(path, overwrite)
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
     prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")

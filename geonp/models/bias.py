@@ -11,16 +11,16 @@ distances), which is what makes the models translation (rotation) invariant.
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 
 import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, UnknownOptionError
+from . import whole_tile
 from .native import rbf_bias_kernel
 from .score import LOG2E, MIN_EXPONENT, ScoreMod
+from .whole_tile import whole_tiles
 
 __all__ = ["RBFBias", "SumBias", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
 
@@ -31,9 +31,6 @@ BIAS_CHUNK = 2**16
 #: a bias on one coordinate is looked up from a table of its distinct values when the table has at
 #: most 1/TABLE_FACTOR of the tile's pairs (time in a window of frames; RBFBias._table_bias)
 TABLE_FACTOR = 64
-
-logger = logging.getLogger(__name__)
-_FUSED: dict = {}  # the compiled whole-tile bias (GEONP_FUSED_BIAS=1), or None once it failed
 
 
 def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
@@ -193,11 +190,15 @@ class RBFBias(ScoreMod):
         """
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
         h = self.num_heads
-        out = xq.new_empty(b, h, nq, nk)
         rate, weight = self.rate().detach(), self.weight.detach()
         rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
         if not rows:
-            return out.zero_()
+            return xq.new_zeros(b, h, nq, nk)
+        if whole_tiles(xq):  # GPUs: a basis at a time over the whole tile (geonp.models.whole_tile)
+            on = torch.tensor(active, device=xq.device)
+            return whole_tile.rbf_sum(self.sqdist(xq, xk)[:, None], torch.where(on, -LOG2E * rate, 0.0).to(xq.dtype),
+                                      torch.where(on, weight, 0.0).to(xq.dtype), LOG2E * MIN_EXPONENT)
+        out = xq.new_empty(b, h, nq, nk)
         # the active terms, ordered by head: head i owns terms starts[i]:starts[i + 1]
         neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).to(xq.dtype)  # base 2: see LOG2E
         term_weight = torch.stack([weight[i, f] for i, f in rows]).to(xq.dtype)
@@ -210,8 +211,6 @@ class RBFBias(ScoreMod):
             for j in range(b):
                 kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start, LOG2E * MIN_EXPONENT, out[j])
             return out
-        if whole_tiles(xq):
-            return self._rbf_sum_whole(xq, xk, active, out)
         terms = None  # flat buffer of the first (largest) chunk, viewed contiguously for each chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
@@ -227,30 +226,6 @@ class RBFBias(ScoreMod):
                     dest[i].zero_()
                 else:
                     torch.mm(term_weight[None, s0:s1], x[s0:s1], out=dest[i : i + 1])
-        return out
-
-    def _rbf_sum_whole(self, xq: Tensor, xk: Tensor, active: list[list[bool]], out: Tensor) -> Tensor:
-        """:meth:`_rbf_sum` one basis at a time over the whole tile (GPUs: a few large kernels, not many small ones).
-
-        The same terms in the same order per head (``exp2`` of the clamped base-2 exponent, weighted,
-        summed over the bases), so it agrees with the chunked path to rounding.
-        """
-        d2 = self.sqdist(xq, xk)[:, None]  # [b, 1, nq, nk]
-        on = torch.tensor(active, device=xq.device)
-        neg_rate = torch.where(on, -LOG2E * self.rate().detach(), 0.0).to(xq.dtype)  # [h, F]
-        weight = torch.where(on, self.weight.detach(), 0.0).to(xq.dtype)
-        fused = fused_bias_kernel()
-        if fused is not None:
-            try:
-                return fused(d2, neg_rate, weight, LOG2E * MIN_EXPONENT)
-            except Exception as exc:  # noqa: BLE001  a compiler failure: fall back to the eager form below
-                logger.warning("GEONP_FUSED_BIAS: the compiled bias failed (%s); using the eager one.", exc)
-                _FUSED["kernel"] = None
-        out.zero_()
-        term = torch.empty_like(out)
-        for f in range(self.num_bases):
-            torch.mul(d2, neg_rate[None, :, f, None, None], out=term).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
-            out.addcmul_(term, weight[None, :, f, None, None].expand_as(term))
         return out
 
     def _shared_query_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
@@ -348,15 +323,9 @@ class RBFBias(ScoreMod):
                    g_decay: Tensor) -> None:
         """Add ``Σ g 2^e`` and ``Σ g d² 2^e`` per ``(head, basis)`` to ``g_weight``/``g_decay`` (the torch path)."""
         h, nf = self.num_heads, self.num_bases
-        if whole_tiles(xq):  # GPUs: one basis at a time over the whole tile, a few large kernels
-            d2 = self.sqdist(xq, xk)[:, None]  # [b, 1, nq, nk]
-            gd = grad * d2
-            term = torch.empty_like(grad)
-            for f in range(nf):
-                torch.mul(d2, neg_rate.view(h, nf)[None, :, f, None, None], out=term)
-                term.clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
-                g_weight[:, f] += (term * grad).sum((0, 2, 3), dtype=torch.float64)
-                g_decay[:, f] += (term * gd).sum((0, 2, 3), dtype=torch.float64)
+        if whole_tiles(xq):  # GPUs: a basis at a time over the whole tile (geonp.models.whole_tile)
+            whole_tile.grad_sums(self.sqdist(xq, xk)[:, None], grad, neg_rate.view(h, nf), LOG2E * MIN_EXPONENT,
+                                 g_weight, g_decay)
             return
         terms = gd = None  # flat buffers of the first (largest) chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
@@ -371,37 +340,6 @@ class RBFBias(ScoreMod):
             for i in range(h):
                 g_weight[i] += torch.mv(xv[i], gc[i])
                 g_decay[i] += torch.mv(xv[i], gdc[i])
-
-
-def rbf_terms(d2: Tensor, neg_rate: Tensor, weight: Tensor, floor: float) -> Tensor:
-    """``Σ_f weight[h, f] · 2^max(neg_rate[h, f] · d2, floor)``: ``[b, h, nq, nk]`` from ``d2`` ``[b, 1, nq, nk]``.
-
-    The whole-tile bias as one expression, for :func:`fused_bias_kernel` to compile into a single
-    pass over the tile (the eager form makes four passes per basis).
-    """
-    out = weight[:, 0, None, None] * torch.exp2(torch.clamp(d2 * neg_rate[:, 0, None, None], min=floor))
-    for f in range(1, neg_rate.shape[1]):
-        out = out + weight[:, f, None, None] * torch.exp2(torch.clamp(d2 * neg_rate[:, f, None, None], min=floor))
-    return out
-
-
-def fused_bias_kernel():
-    """:func:`rbf_terms` compiled by ``torch.compile`` (dynamic shapes) when ``GEONP_FUSED_BIAS=1``, else ``None``.
-
-    An experiment for GPUs, off by default until measured there (``benchmarks/gpu.py``): it would
-    replace the whole-tile bias' ~20 passes over each tile by one. A compiler failure switches it
-    off for the rest of the process, with a warning.
-    """
-    if os.environ.get("GEONP_FUSED_BIAS", "0") != "1":
-        return None
-    if "kernel" not in _FUSED:
-        _FUSED["kernel"] = torch.compile(rbf_terms, dynamic=True)
-    return _FUSED["kernel"]
-
-
-def whole_tiles(x: Tensor) -> bool:
-    """Whether a tile's bias is evaluated whole, a basis at a time (GPUs), not in cache-sized chunks (CPU)."""
-    return x.device.type != "cpu"
 
 
 class SumBias(ScoreMod):
