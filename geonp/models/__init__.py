@@ -11,6 +11,7 @@ from .batch import Batch
 from .bsa_tnp import BSATNP, TNPD, TNPKR, KRConfig
 from .registry import ModelSpec, build_model, get_spec, model_from_config, model_names, register
 from .te_tnp import TEPTTNP, TETNP, TEConfig, TEPTConfig
+from .windows import predict_in_windows
 
 _SMALL_KR = dict(
     token_dim=32, num_heads=4, head_dim=16, num_layers=4, ff_hidden=(128, 32), embed_hidden=(128, 64),
@@ -46,6 +47,7 @@ __all__ = [
     "attention",
     "dense_attention",
     "tiled_attention",
+    "predict_in_windows",
     "build_model",
     "model_names",
     "model_from_config",
