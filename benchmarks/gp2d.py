@@ -32,13 +32,15 @@ from geonp.checkpoint import save_model  # noqa: E402
 from geonp.metrics import gaussian_scores  # noqa: E402
 from geonp.models import build_model  # noqa: E402
 from geonp.models.bsa_tnp import with_position_moments  # noqa: E402
+from geonp.models.windows import predict_in_windows  # noqa: E402
 from geonp.synthetic import GP2D, gp_posterior  # noqa: E402
 from geonp.train import TrainConfig, train  # noqa: E402
 
 MODELS = ["bsa-tnp", "bsa-tnp+prox", "te-pt-tnp", "tnp-d", "te-tnp"]
 #: benchmark rows that are a registered model with overrides
-VARIANT_MODELS = {"bsa-tnp+prox": ("bsa-tnp", {"proximity_features": True})}
-LABELS = {"bsa-tnp+prox": "bsa-tnp + proximity features"}
+VARIANT_MODELS = {"bsa-tnp+prox": ("bsa-tnp", {"proximity_features": True}),
+                  "te-pt-tnp-m64": ("te-pt-tnp", {"num_pseudo": 64})}
+LABELS = {"bsa-tnp+prox": "bsa-tnp + proximity features", "te-pt-tnp-m64": "te-pt-tnp, 64 pseudo-tokens"}
 VARIANTS = ["in-domain", "shifted", "scaled", "multires", "scaled-dense"]
 NOISE = 0.1
 EVAL_SEED = 2024
@@ -188,6 +190,66 @@ def rescore(variant: str, models: list[str], n_tasks: int, dense_tasks: int) -> 
         path.write_text(json.dumps(res, indent=2))
 
 
+#: the variants scored in windows (``--windows``): the training domain and the doubled one
+WINDOW_VARIANTS = ["in-domain", "scaled-dense"]
+
+
+def score_windows(names: list[str], tile: float, halo: float, n_tasks: int, dense_tasks: int) -> dict:
+    """Score saved models (``benchmarks/out/gp2d-<name>.geonp``) whole and in windows of ``tile`` + ``halo``.
+
+    The whole-domain prediction is what the seeds score; in windows, each target is predicted from
+    the context within ``halo`` of its tile (:func:`geonp.models.predict_in_windows`), the way geonp
+    runs every model on real data. A window of ``tile + 2 * halo`` = 4 units is the training domain.
+    """
+    from geonp.checkpoint import load_model
+
+    ref = oracle(n_tasks, dense_tasks)
+    out = {"machine": machine(), "tile": tile, "halo": halo, "tasks": n_tasks, "dense_tasks": dense_tasks,
+           "oracle": {v: ref[v] for v in WINDOW_VARIANTS}, "models": {}}
+    tasks = {v: eval_tasks(v, dense_tasks if v == "scaled-dense" else n_tasks) for v in WINDOW_VARIANTS}
+    for name in names:
+        model = load_model(RESULTS.parent / "out" / f"gp2d-{name}.geonp").eval()
+        row = {}
+        for variant in WINDOW_VARIANTS:
+            for how in ("whole", "windows"):
+                c0 = time.process_time()
+                with torch.no_grad():
+                    dists = [model(b) if how == "whole" else predict_in_windows(model, b, tile=tile, halo=halo)
+                             for b, _ in tasks[variant]]
+                row[f"{variant} {how}"] = {**_score(dists, tasks[variant]),
+                                           "cpu_s_per_batch": (time.process_time() - c0) / len(tasks[variant])}
+                print(name, variant, how, f"{row[f'{variant} {how}']['nll']:.3f}", flush=True)
+        out["models"][name] = row
+    return out
+
+
+def windows_markdown(data: dict) -> str:
+    """The in-windows table of docs/benchmarks.md."""
+    info, o = data["machine"], data["oracle"]
+    cols = [f"{v} {how}" for v in WINDOW_VARIANTS for how in ("whole", "windows")]
+    lines = [
+        f"Run {info['date']} on {info['cpu']} ({info['device']}), torch {info['torch']}. Regenerate: "
+        f"`python benchmarks/gp2d.py --windows {data['tile']:g} {data['halo']:g} --models <saved weights>`. "
+        f"Tiles of {data['tile']:g} units, context within {data['halo']:g} of each tile (windows of "
+        f"{data['tile'] + 2 * data['halo']:g} × {data['tile'] + 2 * data['halo']:g}); {data['tasks']} tasks per "
+        "variant. NLL noiseless / noisy, RMSE, 95 % coverage (noisy targets); the scaled gap is scaled-dense in "
+        "windows minus in-domain whole (the seeds' in-domain score).",
+        "",
+        "| weights | " + " | ".join(cols) + " | scaled gap |",
+        "|---|" + "---|" * len(cols) + "---|",
+        "| exact GP (oracle) | " + " | ".join(
+            f"{o[c.split()[0]]['nll']:.3f} / {o[c.split()[0]]['nll_noisy']:.3f}" for c in cols)
+        + f" | {o['scaled-dense']['nll'] - o['in-domain']['nll']:+.3f} |",
+    ]
+    for name, row in data["models"].items():
+        cells = " | ".join(f"{row[c]['nll']:.3f} / {row[c]['nll_noisy']:.3f}, {row[c]['rmse']:.3f}, "
+                           f"{row[c]['coverage_noisy']:.2f}" for c in cols)
+        gap = row["scaled-dense windows"]["nll"] - row["in-domain whole"]["nll"]
+        gap_noisy = row["scaled-dense windows"]["nll_noisy"] - row["in-domain whole"]["nll_noisy"]
+        lines.append(f"| {name} | {cells} | {gap:+.3f} / {gap_noisy:+.3f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=1200.0, help="training CPU-seconds per model")
@@ -209,7 +271,15 @@ def main() -> None:
     parser.add_argument("--rescore", help="re-evaluate one variant with the saved checkpoints (benchmarks/out)")
     parser.add_argument("--run-model", help="train and score this one model only (results in gp2d-<model><tag>.json)")
     parser.add_argument("--tag", default="", help="suffix of --run-model's result file (e.g. a longer budget)")
+    parser.add_argument("--windows", nargs=2, type=float, metavar=("TILE", "HALO"),
+                        help="score the saved --models whole and in windows (results in gp2d-windows.json)")
     args = parser.parse_args()
+    if args.windows:
+        torch.set_num_threads(1)
+        data = score_windows(args.models, *args.windows, args.tasks, args.dense_tasks)
+        save_json("gp2d-windows", data)
+        update_doc_section("gp2d-windows", windows_markdown(data))
+        return
     if args.rescore:
         torch.set_num_threads(1)
         rescore(args.rescore, args.models, args.tasks, args.dense_tasks)
