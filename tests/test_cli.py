@@ -415,6 +415,18 @@ def test_cli__forecast_needs_time(nc_no_time, tmp_path, capsys):
     """Forecasting data without a time axis is refused."""
     assert main(["forecast", str(nc_no_time), "--hours", "1", "--out", str(tmp_path / "o.zarr")]) == 2
     assert "no time axis" in _one_error_line(capsys)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_cli__error_found_while_writing_leaves_nothing(nc, tmp_path, capsys):
+    """Bad input found only while the lazy result is computed (here: no history to calibrate on before the
+    first initial time) is one error line, and neither the store nor a partial one is left."""
+    out = tmp_path / "o.zarr"
+    args = ["forecast", str(nc), "--hours", "1", "--model", "te-pt-tnp", "--init-time", "2020-01-01T00:00",
+            "--calibrate", "--context-frames", "1", "--chunks", "time=4", "--quiet", "--out", str(out)]
+    assert main(args) == 2
+    assert "calibrate" in _one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t2m.nc"]
 
 
 @pytest.mark.parametrize("spec, message", [("time=abc", "is not a chunk spec"), ("lat=4", "chunks has dim 'lat'")])

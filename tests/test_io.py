@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from geonp.errors import CRSError, DataFormatError, InputNotFoundError, OutputExistsError
+from geonp.errors import CRSError, DataFormatError, InputNotFoundError, NoDataError, OutputExistsError
 from geonp.io import open_dataset, read_crs, to_zarr, write_crs
 from geonp.io.open import grib_valid_time
 
@@ -511,7 +511,7 @@ def test_to_zarr_progress_bar(tmp_path, capsys):
     assert "writing p.zarr" in capsys.readouterr().err
 
 
-def _counted(nt, fail_at=None, calls=None):
+def _counted(nt, fail_at=None, calls=None, error=RuntimeError):
     """Return a dask-backed dataset whose block function counts its calls per time block and can fail on one."""
 
     def block(x, block_info=None):
@@ -519,7 +519,7 @@ def _counted(nt, fail_at=None, calls=None):
         if calls is not None:
             calls[start] += 1
         if start == fail_at:
-            raise RuntimeError(f"simulated crash in the block at time {start}")
+            raise error(f"simulated crash in the block at time {start}")
         return np.broadcast_to(np.arange(start, start + x.shape[0], dtype="float64")[:, None, None], x.shape) * 10
 
     base = da.zeros((nt, 3, 4), chunks=(2, 3, 4))
@@ -547,6 +547,20 @@ def test_to_zarr_interrupted_then_resumed(tmp_path):
     back = xr.open_zarr(path)
     np.testing.assert_array_equal(back.t2m.values[:, 0, 0], np.arange(8) * 10.0)
     assert not (tmp_path / "run.zarr.partial").exists()
+
+
+def test_to_zarr_bad_input_found_while_computing_leaves_nothing(tmp_path):
+    """A geonp error raised while computing (bad input found late) removes the store the call began."""
+    path = tmp_path / "run.zarr"
+    with dask.config.set(scheduler="synchronous"), pytest.raises(NoDataError, match="at time 4"):
+        to_zarr(_counted(8, fail_at=4, error=NoDataError), path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    # a partial store left by an earlier, interrupted run is kept: it holds that run's finished regions
+    with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError):
+        to_zarr(_counted(8, fail_at=4), path, progress=False)
+    with dask.config.set(scheduler="synchronous"), pytest.raises(NoDataError):
+        to_zarr(_counted(8, fail_at=4, error=NoDataError), path, progress=False)
+    assert (tmp_path / "run.zarr.partial").is_dir() and not path.exists()
 
 
 def test_to_zarr_discards_mismatching_partial(tmp_path):

@@ -35,7 +35,7 @@ import xarray as xr
 import zarr
 from tqdm.auto import tqdm
 
-from ..errors import OutputExistsError
+from ..errors import GeonpError, OutputExistsError
 from ..progress import bar_options
 from .zarr_prepare import attr_value, prepare
 
@@ -113,6 +113,9 @@ def to_zarr(
     ------
     OutputExistsError
         If ``path`` exists and ``overwrite`` is False.
+    GeonpError
+        Any geonp error raised while computing ``ds`` (bad input found late). The partial store this
+        call began is removed first; one left by an earlier, interrupted run is kept.
     """
     path = Path(path).expanduser()
     check_new_path(path, overwrite)
@@ -123,10 +126,18 @@ def to_zarr(
     partial = path.with_name(path.name + PARTIAL_SUFFIX)
     fingerprint = _fingerprint(prepared, plan, _in_memory_digest(ds))
     done = _resume(partial, fingerprint)
-    if done is None:
+    started = done is None
+    if started:
         _start(prepared, partial, fingerprint)
         done = []
-    _write_steps(prepared, plan, partial, fingerprint, done, progress)
+    try:
+        _write_steps(prepared, plan, partial, fingerprint, done, progress)
+    except GeonpError:
+        # bad input found while computing (it would fail again): leave nothing behind that this call began;
+        # a crash or an interrupt keeps the partial store, so that rerunning the command finishes the job
+        if started:
+            _remove(partial)
+        raise
     _finish(prepared, partial, path)
     return path
 
