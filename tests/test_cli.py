@@ -224,8 +224,10 @@ def test_cli_infill__at_targets(nc, tmp_path, capsys):
 def test_cli_forecast__two_hours(nc, tmp_path, capsys):
     """`geonp forecast --hours 2`: leads 1 h and 2 h after the last time step."""
     out = tmp_path / "fc.zarr"
-    assert main(["forecast", str(nc), "--hours", "2", "--out", str(out), "--quiet"]) == 0
-    assert capsys.readouterr().out.startswith("wrote t2m_mean, t2m_std (init_time: 1, lead_time: 2,")
+    assert main(["forecast", str(nc), "--hours", "2", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("wrote t2m_mean, t2m_std (init_time: 1, lead_time: 2,")
+    assert "writing fc.zarr" in captured.err and "writing" not in captured.out  # progress on stderr only
     ds = xr.open_zarr(out)
     assert ds.t2m_mean.dims == ("init_time", "lead_time", "latitude", "longitude")
     assert ds.t2m_mean.shape == (1, 2, 8, 10) and np.isfinite(ds.t2m_mean.values).all()
@@ -383,6 +385,7 @@ def test_cli__unknown_variable(nc, tmp_path, capsys):
     assert main(["infill", str(nc), "--var", "tp", "--out", str(tmp_path / "o.zarr")]) == 2
     line = _one_error_line(capsys)
     assert "'tp'" in line and "t2m" in line
+    assert not (tmp_path / "o.zarr").exists()
 
 
 def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):

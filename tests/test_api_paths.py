@@ -1,0 +1,111 @@
+"""The xarray layer's less travelled paths: DataArray forecast/fit, laziness, schedulers, forecast errors.
+
+Added after an audit of issue 3's contract against the tests (2026-11-26); the main contract is in
+``test_api.py``.
+"""
+
+
+import dataclasses
+
+import numpy as np
+import pytest
+import xarray as xr
+from test_api import field
+
+import geonp  # noqa: F401  registers ds.np
+import geonp.inference
+from geonp import geo
+from geonp.errors import CoordinateError, ModelMismatchError, NoDataError, TimeAxisError
+
+
+@pytest.fixture(scope="module")
+def full():
+    ds, _ = field()
+    return ds.fillna(ds.t2m.mean())
+
+
+def test_dataarray_forecast_and_fit_equal_the_dataset_ones(full):
+    """``da.np.forecast`` / ``da.np.fit`` are the Dataset calls on the array's variable."""
+    a = full.t2m.np.forecast(hours=1)
+    b = full.np.forecast("t2m", hours=1)
+    np.testing.assert_array_equal(a.t2m_mean.values, b.t2m_mean.values)
+    model = full.t2m.np.fit(steps=0, progress=False, covariates=[])
+    assert isinstance(model, geonp.Model) and model.variables == ("t2m",)
+
+
+def test_lazy_results_run_no_model_before_compute(full, monkeypatch):
+    """A chunked infill or forecast predicts nothing until it is computed."""
+    calls = []
+    real = geonp.inference.predict_tasks
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(geonp.inference, "predict_tasks", counted)
+    ds, _ = field()
+    lazy_infill = ds.np.infill("t2m", chunks={"time": 2})
+    lazy_forecast = full.np.forecast("t2m", hours=1, init_time=full.time.values[1:], chunks={"init_time": 1},
+                                     calibrate=False)
+    assert calls == []
+    assert lazy_infill.t2m_mean.chunks is not None and lazy_forecast.t2m_mean.chunks is not None
+    lazy_infill.t2m_mean.compute()
+    after_infill = len(calls)
+    lazy_forecast.t2m_mean.compute()
+    assert after_infill > 0 and len(calls) > after_infill
+
+
+def test_threads_scheduler_equals_the_eager_result():
+    """The threaded scheduler with two workers gives the eager result."""
+    ds, _ = field()
+    ref = ds.np.infill("t2m", halo=1000.0)
+    lazy = ds.np.infill("t2m", chunks={"time": 1}, halo=1000.0)
+    got = lazy.t2m_mean.compute(scheduler="threads", num_workers=2)
+    np.testing.assert_allclose(got, ref.t2m_mean, atol=2e-4)
+
+
+def test_forecast_input_errors(full):
+    """All-NaN input and a single time step are refused with what to do."""
+    with pytest.raises(NoDataError, match="every value of 't2m' is missing"):
+        (full * np.nan).np.forecast("t2m", hours=1)
+    with pytest.raises(TimeAxisError, match="at least two time steps"):
+        full.isel(time=[0]).np.forecast("t2m", hours=1)
+
+
+def test_forecast_extra_dims_are_independent_problems(full):
+    """Each ensemble member is forecast on its own, as infill does."""
+    other = 560.0 - full
+    both = xr.concat([full, other], dim="member")
+    out = both.np.forecast("t2m", hours=1, calibrate=False)
+    assert out.t2m_mean.dims == ("member", "init_time", "lead_time", "latitude", "longitude")
+    alone = other.np.forecast("t2m", hours=1, calibrate=False)
+    np.testing.assert_allclose(out.t2m_mean.isel(member=1).values, alone.t2m_mean.values, atol=2e-4)
+
+
+def test_pressure_levels_chunked_one_at_a_time():
+    """A pressure_level dim chunked level by level equals the eager infill."""
+    a, _ = field(seed=1)
+    levels = xr.concat([a, a - 20.0], dim="pressure_level").assign_coords(pressure_level=[850, 500])
+    ref = levels.np.infill("t2m")
+    lazy = levels.np.infill("t2m", chunks={"pressure_level": 1})
+    assert lazy.t2m_mean.dims[0] == "pressure_level"
+    np.testing.assert_allclose(lazy.t2m_mean.compute().values, ref.t2m_mean.values, atol=2e-4)
+
+
+def test_forecast_model_mismatch(full):
+    """A model fitted on another variable or CRS is refused for forecasts, as for infill."""
+    model = full.np.fit("t2m", task="forecast", steps=0, progress=False, covariates=[])
+    with pytest.raises(ModelMismatchError, match="trained on \\['t2m'\\] but was given 'tmin'"):
+        full.assign(tmin=full.t2m - 10).np.forecast("tmin", hours=1, model=model)
+    proj = xr.Dataset({"v": (("time", "y", "x"), full.t2m.values)},
+                      coords={"time": full.time, "y": 5000.0 * np.arange(8), "x": 5000.0 * np.arange(10)})
+    with pytest.raises(ModelMismatchError, match="trained on coordinates in 'WGS 84' but the data are in"):
+        proj.np.forecast("v", hours=1, model=dataclasses.replace(model, variables=("v",)), crs="EPSG:3035")
+
+
+def test_longitude_below_minus_180():
+    """Longitudes below −180 are refused like those above 360."""
+    ds = xr.Dataset({"v": (("latitude", "longitude"), np.zeros((3, 4)))},
+                    coords={"latitude": [50.0, 51.0, 52.0], "longitude": [-200.0, -199.0, -198.0, -197.0]})
+    with pytest.raises(CoordinateError, match="longitude.*expected degrees in \\[-180, 360\\]"):
+        geo.describe(ds)
