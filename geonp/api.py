@@ -244,7 +244,8 @@ def forecast(
                             "past frames. Use ds.np.infill for data without time.")
     times = np.asarray(ds[layout.time].values)
     if len(times) < 2:
-        raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one.")
+        raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one. "
+                            "Pass the past frames too (e.g. ds.isel(time=slice(-6, None))).")
     step = timeaxis.time_step_hours(times)
     timeaxis.check_regular(times, layout.time)
     n_leads = timeaxis.lead_count(hours, steps, step)

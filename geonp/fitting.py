@@ -195,7 +195,11 @@ def fit_model(
     values = _kept_values(probe, keep)
     finite = np.isfinite(values)
     if not finite.any():
-        raise NoDataError(f"every value of {layout.var!r} is missing; there is nothing to train on.")
+        raise NoDataError(
+            f"every value of {layout.var!r} is missing in the {len(keep)} frame(s) read for training; there is "
+            "nothing to train on. Check that the variable holds observations (a fill value not decoded as NaN: "
+            "open the file with mask_and_scale=True) or pick the period that has them (ds.sel(time=...))."
+        )
     obs_fraction = float(finite.mean())
     spread = float(np.nanstd(values))
     elev = probe.source.elevation

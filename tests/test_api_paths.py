@@ -68,8 +68,10 @@ def test_forecast_input_errors(full):
     """All-NaN input and a single time step are refused with what to do."""
     with pytest.raises(NoDataError, match="every value of 't2m' is missing"):
         (full * np.nan).np.forecast("t2m", hours=1)
-    with pytest.raises(TimeAxisError, match="at least two time steps"):
+    with pytest.raises(TimeAxisError, match="at least two time steps.*Pass the past frames too"):
         full.isel(time=[0]).np.forecast("t2m", hours=1)
+    with pytest.raises(NoDataError, match="every value of 't2m' is missing in the 4 frame.*mask_and_scale=True"):
+        (full * np.nan).np.fit("t2m", steps=1, progress=False)
 
 
 def test_forecast_extra_dims_are_independent_problems(full):
