@@ -159,6 +159,8 @@ def test_cli_infill__writes_mean_std_filled_with_crs_and_history(nc, tmp_path, c
     np.testing.assert_allclose(ds.t2m_filled.values[~observed], ds.t2m_mean.values[~observed])
     assert ds.t2m_mean.attrs["units"] == "K"
     assert pyproj.CRS.from_wkt(ds.spatial_ref.attrs["crs_wkt"]).is_geographic
+    pytest.importorskip("rioxarray")  # registers .rio (in the test extra)
+    assert ds.t2m_mean.rio.crs.to_epsg() == 4326  # as rioxarray reads it back
     assert f"geonp infill {nc} --out {out}" in ds.attrs["history"]
 
 
