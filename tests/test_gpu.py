@@ -92,6 +92,23 @@ def test_model_on_cuda_equals_cpu(name):
     torch.testing.assert_close(gpu.scale.cpu(), cpu.scale, rtol=1e-9, atol=1e-10)
 
 
+def test_predict_in_windows_on_cuda_equals_cpu():
+    """Prediction in windows with padded targets runs on the GPU and equals the CPU result."""
+    from geonp.models import Batch, predict_in_windows
+
+    torch.manual_seed(0)
+    model = build_model("bsa-tnp", space_dims=2).double().eval()
+    b = random_batch(nc=80, nt=60, dx=2)
+    mt = torch.arange(60)[None].expand(2, -1) < 50
+    batch = Batch(xc=b.xc * 2, yc=b.yc, xt=b.xt * 2, mt=mt)
+    with torch.no_grad():
+        cpu = predict_in_windows(model, batch, tile=2.0, halo=1.0)
+        gpu = predict_in_windows(model.to(CUDA), batch.to(CUDA), tile=2.0, halo=1.0)
+    assert gpu.loc.device.type == "cuda"
+    torch.testing.assert_close(gpu.loc.cpu(), cpu.loc, rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(gpu.scale.cpu(), cpu.scale, rtol=1e-9, atol=1e-10)
+
+
 def test_training_on_cuda_reduces_the_loss():
     """A few optimizer steps on the GPU lower the loss on the 2-D GP prior."""
     from geonp.synthetic import GP2D

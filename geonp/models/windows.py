@@ -64,12 +64,13 @@ def plan_windows(batch: Batch, space_dims: int, tile: float, halo: float) -> lis
         raise ConfigError("the model has no space columns (space_dims=0): there is nothing to cut into windows.")
     windows = []
     for task in range(batch.batch_size):
-        t_idx = torch.arange(batch.xt.shape[1]) if batch.mt is None else torch.nonzero(batch.mt[task]).flatten()
-        c_idx = torch.arange(batch.xc.shape[1]) if batch.mc is None else torch.nonzero(batch.mc[task]).flatten()
+        # indices and coordinates on the CPU (small); the model runs where the batch is
+        t_idx = torch.arange(batch.xt.shape[1]) if batch.mt is None else torch.nonzero(batch.mt[task].cpu()).flatten()
+        c_idx = torch.arange(batch.xc.shape[1]) if batch.mc is None else torch.nonzero(batch.mc[task].cpu()).flatten()
         if t_idx.numel() == 0:
             continue
-        xt = batch.xt[task, t_idx, :space_dims].detach().to("cpu", torch.float64)
-        xc = batch.xc[task, c_idx, :space_dims].detach().to("cpu", torch.float64)
+        xt = batch.xt[task, :, :space_dims].detach().to("cpu", torch.float64)[t_idx]
+        xc = batch.xc[task, :, :space_dims].detach().to("cpu", torch.float64)[c_idx]
         origin = xt.min(0).values
         cells = torch.floor((xt - origin) / tile).long()
         keys, inverse = torch.unique(cells, dim=0, return_inverse=True)
