@@ -199,12 +199,13 @@ def month_row() -> dict:
                     coords={"time": times, "latitude": lat, "longitude": lon})
     out = {}
     for model in ("bsa-tnp", "te-pt-tnp"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()  # this model's peak only, not an earlier section's
         t0 = time.perf_counter()
         res = ds.np.infill("t2m", model=model, device="cuda")
         res = res.compute()
         out[model] = {"wall_s": time.perf_counter() - t0, "filled_nan": int(res.t2m_filled.isnull().sum()),
                       "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20}
-        torch.cuda.reset_peak_memory_stats()
         print(json.dumps({model: out[model]}), flush=True)
     return out
 
