@@ -201,6 +201,61 @@ def test_bsa_tnp__bad_batches_raise_typed_errors(make, error, match):
         model(bad)
 
 
+@pytest.mark.parametrize("name", ["bsa-tnp", "tnp-d", "te-pt-tnp"])
+@pytest.mark.parametrize(("override", "match"), [
+    ({"num_heads": 0}, "num_heads must be >= 1, got 0"),  # before: the process died (SIGFPE in torch's CPU kernel)
+    ({"head_dim": 0}, "head_dim must be >= 1"),
+    ({"token_dim": 0}, "token_dim must be >= 1"),
+    ({"num_layers": 0}, "num_layers must be >= 1"),
+    ({"ff_hidden": (-3,)}, "ff_hidden must be a tuple of positive layer widths, got \\(-3,\\)"),
+    ({"embed_hidden": (0,)}, "embed_hidden must be a tuple of positive layer widths"),
+    ({"max_targets": 0}, "max_targets must be >= 1"),
+    ({"backend": "flash"}, "backend must be one of"),
+    ({"num_heads": -1}, "num_heads must be >= 0, got -1"),
+])
+def test_build_model__bad_sizes_are_config_errors(name, override, match):
+    """Sizes that would crash, or build a degenerate model, are refused when the model is built."""
+    with pytest.raises(ConfigError, match=match):
+        build_model(name, space_dims=2, **override)
+
+
+def test_build_model__bias_bases_needed_by_a_biased_model():
+    """A biased model needs at least one RBF basis per coordinate kind it has; an unbiased one ignores them."""
+    with pytest.raises(ConfigError, match="space_bases must be >= 1 for a biased model"):
+        build_model("bsa-tnp", space_dims=2, space_bases=0)
+    with pytest.raises(ConfigError, match="time_bases must be >= 1 for a biased model"):
+        build_model("bsa-tnp", space_dims=2, time_dims=1, time_bases=0)
+    build_model("bsa-tnp", space_dims=2, time_bases=0)  # no time columns: unused
+    build_model("tnp-d", space_dims=2, space_bases=0)  # no bias at all
+
+
+def test_attention__zero_heads_or_queries_give_empty_output():
+    """An empty problem returns an empty result (torch's private CPU kernel crashed the process on zero heads)."""
+    from geonp.models.attention import tiled_attention
+
+    for shape in ((2, 0, 5, 8), (2, 3, 0, 8), (0, 3, 5, 8)):
+        q = torch.randn(*shape, requires_grad=True)
+        k = torch.randn(shape[0], shape[1], 4, 8)
+        out = tiled_attention(q, k, k)
+        assert out.shape == shape
+        out.sum().backward()
+        assert q.grad.shape == shape
+
+
+def test_loss__nan_in_a_real_target_value_is_refused():
+    """A NaN in an unmasked yt is a typed error naming yt; NaN in padded targets stays harmless."""
+    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)
+    batch = _batch()
+    yt = batch.yt.clone()
+    yt[0, 3] = float("nan")
+    bad = Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, yt=yt)
+    with pytest.raises(NonFiniteError, match="yt contains 1 NaN"):
+        model.loss(bad)
+    mt = torch.ones(yt.shape[:2], dtype=torch.bool)
+    mt[0, 3] = False
+    assert torch.isfinite(model.loss(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, yt=yt, mt=mt)))
+
+
 def test_build_model__unknown_name_and_preset():
     """Unknown names, presets and options raise typed errors listing the valid choices."""
     with pytest.raises(UnknownOptionError, match="unknown model 'bsa'.*expected one of"):

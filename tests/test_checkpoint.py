@@ -73,7 +73,7 @@ class Evil:
         return (open, (self.marker, "w"))
 
 
-@pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d"])
+@pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d", "te-tnp", "te-pt-tnp"])
 def test_load_model__round_trip_predicts_identically(tmp_path, name):
     """A saved and reloaded model gives bit-identical predictions and keeps its metadata."""
     model = tiny(name).eval()

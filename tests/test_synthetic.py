@@ -526,3 +526,23 @@ def test_options__bad_values_raise_typed_errors(make, error, phrase):
     """Bad generator options and arguments raise typed errors whose message names the problem."""
     with pytest.raises(error, match=phrase):
         make()
+
+
+def test_gp2d__defaults_are_the_seeds_task():
+    """The default 2-D GP is the seeds' design: SE, ℓ ~ Beta(3, 7), U[−2, 2]², 128–512 context, 1,024 targets,
+    noise 0.1."""
+    gen = GP2D()
+    assert (gen.kernel, gen.lengthscale_beta, gen.domain) == ("se", (3.0, 7.0), (-2.0, 2.0))
+    assert (gen.num_context, gen.num_targets, gen.noise_std, gen.shift_by) == ((128, 512), 1024, 0.1, 10.0)
+    batch = gen.sample(2, torch.Generator().manual_seed(0))
+    assert 128 <= batch.xc.shape[1] <= 512 and batch.xt.shape[1] == 1024
+    assert float(batch.xc.abs().max()) <= 2.0 and float(batch.xt.abs().max()) <= 2.0
+
+
+@pytest.mark.parametrize("field", ["num_targets", "noise_std"])
+def test_generators__are_frozen(field):
+    """Generators are frozen dataclasses: a task prior cannot change under a running training loop."""
+    from dataclasses import FrozenInstanceError
+
+    with pytest.raises(FrozenInstanceError):
+        setattr(GP2D(), field, 1)

@@ -224,9 +224,14 @@ def test_train__resume_warns_on_changed_settings(tmp_path, caplog):
 
 
 def test_train__nonfinite_loss_raises():
-    """A NaN loss stops training with NonFiniteError."""
-    with pytest.raises(NonFiniteError, match="training loss is nan at step 1"):
+    """NaN target values are named before the loss is computed; a NaN loss from the model stops training."""
+    with pytest.raises(NonFiniteError, match="yt contains .* NaN or infinite values"):
         train(tiny(), Sine(nan=True), cfg())
+    model = tiny()
+    with torch.no_grad():
+        model.head.mlp[0].bias.fill_(math.nan)
+    with pytest.raises(NonFiniteError, match="training loss is nan at step 1"):
+        train(model, Sine(), cfg())
 
 
 def test_train__nonfinite_gradient_raises():
@@ -296,3 +301,13 @@ def test_train_config__dict_round_trip():
     assert TrainConfig.from_dict(c.to_dict()) == c
     with pytest.raises(ConfigError, match=r"unknown TrainConfig fields \['step'\]; valid fields are .*'steps'"):
         TrainConfig.from_dict({"step": 5})
+
+
+def test_train_config__defaults_are_the_seeds():
+    """Gradient-norm clipping at 0.5 (the seeds') is on by default, and configs are frozen."""
+    from geonp.models import KRConfig, TEPTConfig
+
+    assert TrainConfig(steps=1).grad_clip == 0.5
+    for config in (TrainConfig(steps=1), KRConfig(), TEPTConfig()):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            config.seed = 1

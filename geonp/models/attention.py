@@ -150,6 +150,9 @@ def tiled_attention(
     """
     b, h, nq, d = q.shape
     nk = k.shape[2]
+    if b * h * nq == 0:  # nothing to compute (and torch's private CPU kernels crash on zero heads)
+        out = q.new_zeros(b, h, nq, v.shape[-1]) + q[..., :1] * 0  # q is empty: no values, but a graph to q
+        return (out, q.new_zeros(b, h, nq)) if return_lse else out
     dq, dk = (default_tiles(b, h, nq, nk) if q.device.type == "cpu"
               else default_tiles(b, h, nq, nk, GPU_TILE_ELEMENTS, GPU_K_TILE))
     q_tile = q_tile or dq

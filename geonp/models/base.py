@@ -35,6 +35,18 @@ class ModelConfig:
             raise ConfigError(f"y_dims must be >= 1, got {self.y_dims}.")
         if not self.min_std > 0:
             raise ConfigError(f"min_std must be > 0, got {self.min_std}.")
+        if self.max_targets < 1:
+            raise ConfigError(f"max_targets must be >= 1 (targets decoded per slice), got {self.max_targets}.")
+
+    def _check_sizes(self, counts: tuple[str, ...], widths: tuple[str, ...]) -> None:
+        """Architecture sizes: each of ``counts`` >= 1, each of ``widths`` a tuple of positive layer widths."""
+        for name in counts:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        for name in widths:
+            w = getattr(self, name)
+            if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in w):
+                raise ConfigError(f"{name} must be a tuple of positive layer widths, got {w!r}; e.g. {name}=(64, 64).")
 
     @property
     def x_dims(self) -> int:

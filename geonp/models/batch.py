@@ -161,7 +161,7 @@ class Batch:
                     f"tasks {empty[:10]} have no unmasked context point; drop them or give each at least one context point."
                 )
         if check_finite:
-            for name in ("xc", "yc", "xt", "zc", "zt"):
+            for name in ("xc", "yc", "xt", "yt", "zc", "zt"):
                 t = getattr(self, name)
                 if t is None:
                     continue

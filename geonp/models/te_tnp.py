@@ -50,15 +50,8 @@ class TEConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("token_dim", "num_heads", "head_dim", "num_layers"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        for name in ("ff_hidden", "embed_hidden", "head_hidden", "rho_hidden", "phi_hidden"):
-            widths = getattr(self, name)
-            if not all(isinstance(w, int) and w >= 1 for w in widths):
-                raise ConfigError(
-                    f"{name} must be a tuple of positive layer widths, got {widths!r}; e.g. {name}=(64, 64)."
-                )
+        self._check_sizes(("token_dim", "num_heads", "head_dim", "num_layers"),
+                          ("ff_hidden", "embed_hidden", "head_hidden", "rho_hidden", "phi_hidden"))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
 
