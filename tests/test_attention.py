@@ -411,3 +411,26 @@ def test_rbf_bias__fused_whole_tile_bias_equals_chunked(monkeypatch):
     torch.testing.assert_close(fused, chunked, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(bias._rbf_sum(xq[:, :33], xk[:, :41], active), chunked[:, :, :33, :41],
                                rtol=1e-12, atol=1e-14)  # another shape: no recompilation needed
+
+
+@pytest.mark.parametrize("name", ["rbf-space-time", "geodesic", "te-post"])
+def test_tiled_attention__backward_keeps_nothing_of_pair_size(name):
+    """What autograd keeps for the backward pass is linear in the points: no tile of logits or bias survives
+    the forward pass (the backward recomputes them tile by tile), and the gradients still equal dense ones."""
+    b, h, nq, nk, d = 1, 2, 300, 200, 8
+    q, k, v, xq, xk = _inputs(b, h, nq, nk, d, torch.float64, True)
+    score = SCORES[name](h).double()
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = tiled_attention(q, k, v, score, xq, xk, q_tile=32, k_tile=16)
+    pairs = b * h * nq * nk
+    assert saved and max(saved) < pairs / 8, (max(saved), pairs)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v, xq, xk))
+    ref = torch.autograd.grad(dense_attention(q, k, v, score, xq, xk).square().sum(), (q, k, v, xq, xk))
+    for g, r in zip(grads, ref):
+        torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-10)
