@@ -242,6 +242,16 @@ def test_attention__zero_heads_or_queries_give_empty_output():
         assert q.grad.shape == shape
 
 
+@pytest.mark.parametrize("name", ["bsa-tnp", "te-pt-tnp"])
+def test_batch__no_tasks_or_no_targets_are_typed_errors(name):
+    """An empty batch or one without targets is refused by name (before: a raw reshape error deep inside)."""
+    model = build_model(name, space_dims=2)
+    with pytest.raises(InvalidBatchError, match="no target points \\(nt = 0\\)"):
+        model(Batch(xc=torch.rand(2, 10, 2), yc=torch.randn(2, 10, 1), xt=torch.rand(2, 0, 2)))
+    with pytest.raises(InvalidBatchError, match="no tasks \\(batch size 0\\)"):
+        model(Batch(xc=torch.rand(0, 10, 2), yc=torch.randn(0, 10, 1), xt=torch.rand(0, 5, 2)))
+
+
 def test_loss__nan_in_a_real_target_value_is_refused():
     """A NaN in an unmasked yt is a typed error naming yt; NaN in padded targets stays harmless."""
     model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY)

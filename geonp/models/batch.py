@@ -151,6 +151,11 @@ class Batch:
                     f"{name} has shape {tuple(m.shape)} and dtype {m.dtype}; expected a bool mask of shape "
                     f"{(b, n)} (True = real point). Build it with `tensor.bool()`."
                 )
+        if b == 0:
+            raise InvalidBatchError("the batch has no tasks (batch size 0); pass at least one task.")
+        if nt == 0:
+            raise InvalidBatchError("the batch has no target points (nt = 0): there is nothing to predict; "
+                                    "pass xt of shape [b, nt, dx] with nt >= 1.")
         if nc == 0:
             raise EmptyContextError("the batch has no context points (nc = 0); a neural process needs at least one.")
         if self.mc is not None:
