@@ -219,6 +219,17 @@ def test_build_model__bad_sizes_are_config_errors(name, override, match):
         build_model(name, space_dims=2, **override)
 
 
+def test_bsa_tnp__paper_bias_has_5_space_and_3_time_bases_per_head_per_layer():
+    """003: an RBF network of F = 5 bases per head on Δspace and F = 3 on Δtime, in every layer."""
+    model = build_model("bsa-tnp", preset="paper", space_dims=2, time_dims=1)
+    assert len(model.biases) == model.config.num_layers == 6
+    for bias in model.biases:
+        space, time = bias.parts
+        assert (space.num_heads, space.num_bases, space.columns) == (4, 5, (0, 1))
+        assert (time.num_heads, time.num_bases, time.columns) == (4, 3, (2,))
+        assert space.log_lengthscale.shape == (4, 5) and time.log_lengthscale.shape == (4, 3)
+
+
 def test_build_model__bias_bases_needed_by_a_biased_model():
     """A biased model needs at least one RBF basis per coordinate kind it has; an unbiased one ignores them."""
     with pytest.raises(ConfigError, match="space_bases must be >= 1 for a biased model"):
