@@ -80,9 +80,10 @@ def test_bsa_tnp__targets_are_independent():
     torch.testing.assert_close(single.loc, whole.loc[:, 5:6])
 
 
-def test_bsa_tnp__padded_context_is_ignored():
+@pytest.mark.parametrize("name", ["bsa-tnp", "tnp-kr", "tnp-d"])
+def test_kr_models__padded_context_is_ignored(name):
     """Context points marked as padding do not change predictions."""
-    model = build_model("bsa-tnp", space_dims=2, time_dims=1, **TINY).double()
+    model = build_model(name, space_dims=2, time_dims=1, **TINY).double()
     batch = _batch(nc=20)
     extra = _batch(nc=5)
     mc = torch.ones(2, 25, dtype=torch.bool)
