@@ -59,6 +59,33 @@ def test_tiled_attention__matches_dense_values_and_gradients(name, coord_grad, b
             torch.testing.assert_close(g_tiled, g_ref, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_tiled_attention__matches_dense_on_random_shapes(seed):
+    """Shapes, tile sizes, score and mask drawn at random (seeded): tiled == dense, values and gradients."""
+    rng = torch.Generator().manual_seed(seed)
+
+    def draw(lo, hi):
+        return int(torch.randint(lo, hi + 1, (1,), generator=rng))
+
+    b, h, nq, nk, d = draw(1, 3), draw(1, 4), draw(1, 70), draw(1, 70), draw(1, 12)
+    q_tile, k_tile = draw(1, nq + 8), draw(1, nk + 8)
+    name = list(SCORES)[seed % len(SCORES)]
+    score = SCORES[name](h)
+    score = score.double() if score is not None else None
+    q, k, v, xq, xk = _inputs(b, h, nq, nk, d, torch.float64, bool(seed % 2))
+    key_mask = torch.rand(b, nk, generator=rng) > 0.3
+    key_mask[:, draw(0, nk - 1)] = True
+    params = [q, k, v, xq, xk] + (list(score.parameters()) if score is not None else [])
+    ref = dense_attention(q, k, v, score, xq, xk, key_mask)
+    out = tiled_attention(q, k, v, score, xq, xk, key_mask, q_tile=q_tile, k_tile=k_tile)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    for g_tiled, g_ref in zip(_grads(out, params, seed), _grads(ref, params, seed)):
+        if g_ref is None:
+            assert g_tiled is None or float(g_tiled.abs().max()) < 1e-12
+        else:
+            torch.testing.assert_close(g_tiled, g_ref, rtol=1e-9, atol=1e-11)
+
+
 @pytest.mark.parametrize("bias_path", ["compiled", "torch"])
 @pytest.mark.parametrize("name", ["rbf-space-time", "geodesic"])
 def test_tiled_attention__float32_within_1e5_relative(name, bias_path, monkeypatch):
