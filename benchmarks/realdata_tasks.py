@@ -192,15 +192,17 @@ def colorado_centre() -> tuple[float, float]:
     return (float(lon.min() + lon.max()) / 2, float(lat.min() + lat.max()) / 2)
 
 
-def colorado_months(variable: str = "tmax") -> np.ndarray:
+def colorado_months(variable: str = "tmax", n_months: int | None = COLORADO_N_MONTHS) -> np.ndarray:
     """Indices (full time axis) of the 20 eval months: 20 evenly spaced (``np.linspace`` rounded)
-    among the months of 1950-01 .. 1990-12 with ≥ 100 observed stations."""
+    among the months of 1950-01 .. 1990-12 with ≥ 100 observed stations; ``n_months=None``: all of them."""
     ds = load_colorado()
     times = pd.DatetimeIndex(ds.time.values)
     n_obs = ds[variable].notnull().sum("station").values
     ok = (times >= pd.Timestamp(COLORADO_FIRST)) & (times <= pd.Timestamp(COLORADO_LAST))
     cand = np.flatnonzero(ok & (n_obs >= COLORADO_MIN_STATIONS))
-    pick = np.round(np.linspace(0, cand.size - 1, COLORADO_N_MONTHS)).astype(int)
+    if n_months is None:
+        return cand
+    pick = np.round(np.linspace(0, cand.size - 1, n_months)).astype(int)
     return cand[pick]
 
 
@@ -216,11 +218,12 @@ def colorado_mask(month_index: int, observed: np.ndarray) -> np.ndarray:
     return hidden
 
 
-def colorado_masked(variable: str = "tmax"):
+def colorado_masked(variable: str = "tmax", n_months: int | None = COLORADO_N_MONTHS):
     """``(data, masked, hidden, months)``: the variable's Dataset, a copy with every eval month's hidden
-    stations set to NaN, the hidden masks by month index (:func:`colorado_mask`) and the eval months."""
+    stations set to NaN, the hidden masks by month index (:func:`colorado_mask`) and the eval months
+    (``n_months`` of them, all with ``None``)."""
     data = load_colorado()[[variable]]
-    months = colorado_months(variable)
+    months = colorado_months(variable, n_months)
     values = data[variable].values
     masked_values = values.copy()
     hidden = {}
