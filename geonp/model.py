@@ -123,9 +123,10 @@ class Model:
     @classmethod
     def pretrained(cls, name: str = "bsa-tnp") -> Model:
         """The shipped weights of ``name``: zero-shot, any variable, units taken from the data."""
-        from .pretrained import load_pretrained
+        from .pretrained import SETTINGS, load_pretrained
 
-        return cls(load_pretrained(name), Normaliser(), name=name, task="any", source=f"pretrained:{name}")
+        return cls(load_pretrained(name), Normaliser(), name=name, task="any", source=f"pretrained:{name}",
+                   settings={**DEFAULT_SETTINGS, **SETTINGS.get(name, {})})
 
     def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool,
                          task: str | None = None, has_land: bool | None = None) -> None:

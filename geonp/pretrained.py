@@ -22,11 +22,15 @@ from .models import NeuralProcess, build_model
 from .synthetic import SpaceTimeGP
 from .train import TrainConfig
 
-__all__ = ["PRETRAINED", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe"]
+__all__ = ["PRETRAINED", "SETTINGS", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe"]
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: model name → file in ``geonp/weights``
 PRETRAINED = {"bsa-tnp": "bsa-tnp-small.pt", "te-pt-tnp": "te-pt-tnp-small.pt"}
+#: prediction settings of the shipped models where they differ from geonp.model.DEFAULT_SETTINGS: TE-PT-TNP's
+#: 16 pseudo-tokens infill better from ±1 frame than from ±3 (ERA5 random 0.823 → 0.793 K, block 0.823 →
+#: 0.795 K, Colorado every month 1.203 → 1.204 °C; docs/benchmarks.md, "TE-PT-TNP's time window")
+SETTINGS = {"te-pt-tnp": {"half_window": 1}}
 #: architecture overrides of the shipped models (small preset; bias ranges in the units above)
 OVERRIDES = {
     "bsa-tnp": dict(space_lengthscales=(0.1, 10.0), time_lengthscales=(0.5, 30.0), proximity_features=True,

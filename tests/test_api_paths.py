@@ -111,3 +111,14 @@ def test_longitude_below_minus_180():
                     coords={"latitude": [50.0, 51.0, 52.0], "longitude": [-200.0, -199.0, -198.0, -197.0]})
     with pytest.raises(CoordinateError, match="longitude.*expected degrees in \\[-180, 360\\]"):
         geo.describe(ds)
+
+
+def test_shipped_te_pt_tnp_infills_from_one_frame_each_side():
+    """The shipped TE-PT-TNP carries its own time window (±1 frame); BSA-TNP keeps the default ±3."""
+    assert geonp.Model.pretrained("te-pt-tnp").settings["half_window"] == 1
+    assert geonp.Model.pretrained("bsa-tnp").settings["half_window"] == 3
+    ds, _ = field(times=6)
+    default = ds.np.infill("t2m", model="te-pt-tnp")
+    explicit = ds.np.infill("t2m", model="te-pt-tnp", time_window=1)
+    np.testing.assert_array_equal(default.t2m_mean.values, explicit.t2m_mean.values)
+    assert not np.array_equal(default.t2m_mean.values, ds.np.infill("t2m", model="te-pt-tnp", time_window=3).t2m_mean)
