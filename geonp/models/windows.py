@@ -132,15 +132,15 @@ def predict_in_windows(model: NeuralProcess, batch: Batch, *, tile: float, halo:
         mc = torch.arange(nc)[None] < torch.tensor([w.context.numel() for w in group])[:, None]
         mt = torch.arange(ntw)[None] < torch.tensor([w.targets.numel() for w in group])[:, None]
         dev = batch.xc.device
-        ct, tt = task[:, None].to(dev), task[:, None].to(dev)
-        c_idx, t_idx = c_idx.to(dev), t_idx.to(dev)
+        rows, c_idx, t_idx = task[:, None].to(dev), c_idx.to(dev), t_idx.to(dev)
         sub = Batch(
-            xc=_gather(batch.xc, ct, c_idx), yc=_gather(batch.yc, ct, c_idx), xt=_gather(batch.xt, tt, t_idx),
-            zc=_gather(batch.zc, ct, c_idx), zt=_gather(batch.zt, tt, t_idx),
+            xc=_gather(batch.xc, rows, c_idx), yc=_gather(batch.yc, rows, c_idx), xt=_gather(batch.xt, rows, t_idx),
+            zc=_gather(batch.zc, rows, c_idx), zt=_gather(batch.zt, rows, t_idx),
             mc=None if bool(mc.all()) else mc.to(dev), mt=None if bool(mt.all()) else mt.to(dev),
         )
         pred = model(sub)
         keep = mt.to(dev)
-        loc[tt.expand_as(t_idx)[keep], t_idx[keep]] = pred.loc[keep].to(loc.dtype)
-        scale[tt.expand_as(t_idx)[keep], t_idx[keep]] = pred.scale[keep].to(scale.dtype)
+        where = (rows.expand_as(t_idx)[keep], t_idx[keep])
+        loc[where] = pred.loc[keep].to(loc.dtype)
+        scale[where] = pred.scale[keep].to(scale.dtype)
     return torch.distributions.Normal(loc, scale)
