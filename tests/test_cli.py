@@ -548,6 +548,18 @@ def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, m
 
 
 @pytest.mark.slow
+def test_cli_demo__custom_outputs_model_and_seed(tmp_path, capsys):
+    """`geonp demo --model te-pt-tnp --seed 1 --out X --png Y` writes where it is told, with that model."""
+    out, png = tmp_path / "sub" / "x.zarr", tmp_path / "map.png"
+    assert main(["demo", "--model", "te-pt-tnp", "--seed", "1", "--out", str(out), "--png", str(png), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "geonp te-pt-tnp (zero-shot)" in text and f"wrote {out} and {png}" in text
+    assert xr.open_zarr(out).attrs["geonp_model"] == "te-pt-tnp"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "demo.zarr").exists() and not (tmp_path / "demo.png").exists()
+
+
+@pytest.mark.slow
 def test_cli_demo__end_to_end(tmp_path, capsys, monkeypatch):
     """`geonp demo` in an empty directory: the score table, a CRS-readable Zarr store and a PNG.
 
