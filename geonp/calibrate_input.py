@@ -18,7 +18,7 @@ from dask.delayed import Delayed
 from . import geo
 from .errors import ConfigError, NoDataError
 from .fitting import MAX_LEAD, fit_model
-from .model import DEFAULT_SETTINGS, Model, check_settings
+from .model import Model, check_settings, default_settings
 from .normalise import Normaliser
 from .pretrained import PRETRAINED
 
@@ -188,7 +188,7 @@ def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *,
     name = shipped_name(model)
     if name is None:
         _refuse_fitted(model)
-    index = calibration_sample(ds, layout, _frames_needed(task, options))
+    index = calibration_sample(ds, layout, _frames_needed(name, task, options))
     sample_raw = None if raw is None else raw.isel(index)
     return dask.delayed(calibration_fields, pure=True)(name, ds.isel(index), layout, task, raw=sample_raw,
                                                      auto=auto, **options)
@@ -200,9 +200,9 @@ def trend_weights(fields: dict, lead_frames: np.ndarray) -> np.ndarray:
     return np.zeros(len(lead_frames)) if w is None else np.asarray(w, dtype=np.float64)
 
 
-def _frames_needed(task: str, options: dict) -> int:
-    settings = {**DEFAULT_SETTINGS, **check_settings(half_window=options.get("time_window"),
-                                                     context_frames=options.get("context_frames"))}
+def _frames_needed(name: str, task: str, options: dict) -> int:
+    settings = {**default_settings(name), **check_settings(half_window=options.get("time_window"),
+                                                           context_frames=options.get("context_frames"))}
     if task == "forecast":
         return settings["context_frames"] + MAX_LEAD + AUTO_CALIBRATION_INITS - 1
     return 16 * (2 * settings["half_window"] + 1)

@@ -23,7 +23,7 @@ from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
 from .errors import ConfigError, ModelMismatchError, NoDataError, TimeAxisError, VariableNotFoundError
 from .inference import collate, resolve_device
-from .model import DEFAULT_SETTINGS, Model, check_settings, resolve_model
+from .model import Model, check_settings, default_settings, resolve_model
 from .models import Batch, NeuralProcess, build_model, model_names
 from .models.bsa_tnp import with_proximity_features
 from .normalise import Normaliser, covariate_dims
@@ -219,7 +219,7 @@ def fit_model(
     norm = replace(norm, covariates=tuple(covariates), space_unit_km=problem.unit_km)
     window = _window(problem, keep, norm)
     windows = {k: train_options.pop(k, None) for k in ("half_window", "context_frames", "halo", "tile")}
-    settings = {**DEFAULT_SETTINGS, **check_settings(**windows)}
+    settings = {**default_settings(name), **check_settings(**windows)}
     if (reference := train_options.pop("reference", None)) is not None:
         settings["reference"] = reference
     sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],

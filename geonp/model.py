@@ -30,7 +30,7 @@ from .errors import (
 from .models import NeuralProcess, model_names
 from .normalise import Normaliser
 
-__all__ = ["Model", "load_model", "resolve_model", "DEFAULT_SETTINGS", "frames_per_task"]
+__all__ = ["Model", "load_model", "resolve_model", "DEFAULT_SETTINGS", "default_settings", "frames_per_task"]
 
 #: prediction windows (frames / model units) used unless a model says otherwise
 DEFAULT_SETTINGS = {
@@ -123,10 +123,10 @@ class Model:
     @classmethod
     def pretrained(cls, name: str = "bsa-tnp") -> Model:
         """The shipped weights of ``name``: zero-shot, any variable, units taken from the data."""
-        from .pretrained import SETTINGS, load_pretrained
+        from .pretrained import load_pretrained
 
         return cls(load_pretrained(name), Normaliser(), name=name, task="any", source=f"pretrained:{name}",
-                   settings={**DEFAULT_SETTINGS, **SETTINGS.get(name, {})})
+                   settings=default_settings(name))
 
     def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool,
                          task: str | None = None, has_land: bool | None = None) -> None:
@@ -236,6 +236,15 @@ def resolve_model(model: str | os.PathLike | Model) -> Model:
                                       f"name: {sorted(PRETRAINED)}.")
     raise UnknownOptionError(f"unknown model {str(model)!r}; expected one of {sorted(PRETRAINED)} (shipped weights), "
                              f"{sorted(set(model_names()) - set(PRETRAINED))} (fit first), a geonp.Model or a path.")
+
+
+def default_settings(name: str) -> dict:
+    """The prediction settings a model called ``name`` starts from: :data:`DEFAULT_SETTINGS` with the
+    shipped model's own (``geonp.pretrained.SETTINGS``), for its zero-shot use, its calibration on the
+    input and a fit alike."""
+    from .pretrained import SETTINGS
+
+    return {**DEFAULT_SETTINGS, **SETTINGS.get(name, {})}
 
 
 #: the smallest value of each integer prediction setting

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 import xarray as xr
-from test_api import field
+from test_api import field, stations
 
 import geonp  # noqa: F401  registers ds.np
 import geonp.inference
@@ -122,3 +122,16 @@ def test_shipped_te_pt_tnp_infills_from_one_frame_each_side():
     explicit = ds.np.infill("t2m", model="te-pt-tnp", time_window=1)
     np.testing.assert_array_equal(default.t2m_mean.values, explicit.t2m_mean.values)
     assert not np.array_equal(default.t2m_mean.values, ds.np.infill("t2m", model="te-pt-tnp", time_window=3).t2m_mean)
+
+
+def test_te_pt_tnp_window_holds_for_calibration_and_fit_too():
+    """The shipped model's ±1 frame is also what its calibration on the input and a fit of it use."""
+    st = stations(times=6)
+    default = st.np.infill("tmax", model="te-pt-tnp")  # station data: calibrated on the input by default
+    explicit = st.np.infill("tmax", model="te-pt-tnp", time_window=1)
+    assert default.attrs["geonp_calibrated"] == explicit.attrs["geonp_calibrated"] != ""
+    np.testing.assert_array_equal(default.tmax_std.values, explicit.tmax_std.values)
+    wide = st.np.infill("tmax", model="te-pt-tnp", time_window=3)
+    assert not np.array_equal(default.tmax_std.values, wide.tmax_std.values)
+    assert st.np.fit("tmax", model="te-pt-tnp", steps=0, progress=False).settings["half_window"] == 1
+    assert st.np.fit("tmax", model="bsa-tnp", steps=0, progress=False).settings["half_window"] == 3
