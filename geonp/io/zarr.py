@@ -117,8 +117,7 @@ def to_zarr(
         Any geonp error raised while computing ``ds`` (bad input found late). The partial store this
         call began is removed first; one left by an earlier, interrupted run is kept.
     """
-    path = Path(path).expanduser()
-    check_new_path(path, overwrite)
+    path = check_new_path(path, overwrite)
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
     prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")

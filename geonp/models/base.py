@@ -38,8 +38,12 @@ class ModelConfig:
         if self.max_targets < 1:
             raise ConfigError(f"max_targets must be >= 1 (targets decoded per slice), got {self.max_targets}.")
 
-    def _check_sizes(self, counts: tuple[str, ...], widths: tuple[str, ...]) -> None:
-        """Architecture sizes: each of ``counts`` >= 1, each of ``widths`` a tuple of positive layer widths."""
+    def _check_architecture(self, counts: tuple[str, ...], widths: tuple[str, ...]) -> None:
+        """Each of ``counts`` >= 1, each of ``widths`` a tuple of positive layer widths, a known ``backend``."""
+        from .attention import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
         for name in counts:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}.")

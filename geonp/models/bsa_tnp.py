@@ -19,7 +19,6 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .attention import BACKENDS
 from .base import ModelConfig, NeuralProcess, centre
 from .batch import Batch
 from .bias import METRICS, RBFBias, SumBias
@@ -56,15 +55,13 @@ class KRConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check_sizes(("token_dim", "num_heads", "head_dim", "num_layers"), ("ff_hidden", "embed_hidden",
-                                                                                  "head_hidden"))
+        self._check_architecture(("token_dim", "num_heads", "head_dim", "num_layers"),
+                                 ("ff_hidden", "embed_hidden", "head_hidden"))
         used = [("space_bases", self.space_dims), ("time_bases", self.time_dims)] if self.attention_bias else []
         for name, dims in used:
             if dims and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1 for a biased model with coordinates, got "
                                   f"{getattr(self, name)}.")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
         if self.space_metric not in METRICS:
             raise ConfigError(f"space_metric must be one of {METRICS}, got {self.space_metric!r}.")
         if self.space_metric == "geodesic" and self.space_dims != 2:

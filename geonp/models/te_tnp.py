@@ -23,7 +23,6 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .attention import BACKENDS
 from .base import ModelConfig, NeuralProcess, centre
 from .batch import Batch
 from .layers import MLP, GaussianHead
@@ -50,10 +49,8 @@ class TEConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check_sizes(("token_dim", "num_heads", "head_dim", "num_layers"),
-                          ("ff_hidden", "embed_hidden", "head_hidden", "rho_hidden", "phi_hidden"))
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
+        self._check_architecture(("token_dim", "num_heads", "head_dim", "num_layers"),
+                                 ("ff_hidden", "embed_hidden", "head_hidden", "rho_hidden", "phi_hidden"))
 
 
 @dataclass(frozen=True)
