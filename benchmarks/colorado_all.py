@@ -37,9 +37,9 @@ import geonp  # noqa: E402,F401  registers ds.np
 BASELINES = ["GP Matérn 1.5 on (x, y, elevation)", "universal kriging, elevation drift"]
 
 
-def run_geonp(masked, hidden, months, model: str, time_window: int) -> dict:
-    """Infill the whole masked record once (default options) and score every month's hidden stations."""
-    values = T.load_colorado().tmax.values
+def run_geonp(values, masked, hidden, months, model: str, time_window: int) -> dict:
+    """Infill the whole masked record once (default options) and score every month's hidden stations
+    against ``values`` (the unmasked tmax)."""
     lo, hi = max(0, int(months.min()) - time_window), int(months.max()) + time_window + 1
     w, c = time.perf_counter(), time.process_time()
     pred = masked.isel(time=slice(lo, hi)).np.infill("tmax", model=model, time_window=time_window).compute()
@@ -77,7 +77,7 @@ def main() -> None:
                         help="months of context either side (0: space only)")
     parser.add_argument("--months", type=int, default=None, help="evenly spaced months only (default: all)")
     args = parser.parse_args()
-    _, masked, hidden, months = T.colorado_masked("tmax", n_months=args.months)
+    data, masked, hidden, months = T.colorado_masked("tmax", n_months=args.months)
     tasks = [T.colorado_task(int(m)) for m in months]
     out = {"machine": machine(), "months": int(len(months)), "first": tasks[0]["time"], "last": tasks[-1]["time"],
            "n_context": float(np.mean([len(t["y_context"]) for t in tasks])),
@@ -85,7 +85,7 @@ def main() -> None:
     for model in args.models:
         for tw in args.time_windows:
             key = f"geonp {model} (default), {'space only' if tw == 0 else f'±{tw} months'}"
-            out["results"][key] = run_geonp(masked, hidden, months, model, tw)
+            out["results"][key] = run_geonp(data.tmax.values, masked, hidden, months, model, tw)
             r = out["results"][key]
             print(key, {k: round(r[k], 3) for k in ("rmse", "nll", "coverage", "wall_s")}, flush=True)
     out["results"].update(run_spatial(tasks, {k: COLORADO_METHODS[k] for k in BASELINES}, lambda fn, t: fn(t)))

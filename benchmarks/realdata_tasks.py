@@ -193,7 +193,7 @@ def colorado_centre() -> tuple[float, float]:
 
 
 def colorado_months(variable: str = "tmax", n_months: int | None = COLORADO_N_MONTHS) -> np.ndarray:
-    """Indices (full time axis) of the 20 eval months: 20 evenly spaced (``np.linspace`` rounded)
+    """Indices (full time axis) of the eval months: ``n_months`` (20) evenly spaced (``np.linspace`` rounded)
     among the months of 1950-01 .. 1990-12 with ≥ 100 observed stations; ``n_months=None``: all of them."""
     ds = load_colorado()
     times = pd.DatetimeIndex(ds.time.values)

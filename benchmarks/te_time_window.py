@@ -39,9 +39,9 @@ def main() -> None:
             pred = masked.np.infill("t2m", model="te-pt-tnp", time_window=tw, calibrate=False)
             out["results"][f"ERA5 {kind}, ±{tw} h"] = s = R.era5_infill_scores(da, pred, frames, kind)
             print(kind, tw, {k: round(s[k], 3) for k in ("rmse", "nll", "coverage")}, flush=True)
-    _, masked, hidden, months = T.colorado_masked("tmax", n_months=None)
+    data, masked, hidden, months = T.colorado_masked("tmax", n_months=None)
     for tw in WINDOWS:
-        r = run_geonp(masked, hidden, months, "te-pt-tnp", tw)
+        r = run_geonp(data.tmax.values, masked, hidden, months, "te-pt-tnp", tw)
         out["results"][f"Colorado every month, ±{tw} months"] = {k: v for k, v in r.items() if "per_task" not in k}
         print("colorado", tw, {k: round(r[k], 3) for k in ("rmse", "nll", "coverage")}, flush=True)
     save_json("te-time-window", out)
