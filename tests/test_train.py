@@ -308,6 +308,7 @@ def test_train_config__defaults_are_the_seeds():
     from geonp.models import KRConfig, TEPTConfig
 
     assert TrainConfig(steps=1).grad_clip == 0.5
-    for config in (TrainConfig(steps=1), KRConfig(), TEPTConfig()):
+    for config, field in ((TrainConfig(steps=1), "seed"), (KRConfig(), "num_heads"), (TEPTConfig(), "num_pseudo")):
+        assert hasattr(config, field)
         with pytest.raises(dataclasses.FrozenInstanceError):
-            config.seed = 1
+            setattr(config, field, 1)
