@@ -60,7 +60,7 @@ def peak_rss_mb() -> float:
 
 
 def matmul_gflops(n: int = 4096, repeats: int = 3) -> float:
-    """This machine's float32 matmul throughput right now (median of ``repeats``)."""
+    """The float32 matmul throughput of this machine right now (median of ``repeats``)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     t = timed(lambda: a @ b, repeats=repeats)
     return 2 * n**3 / t["wall_s"] / 1e9

@@ -30,7 +30,7 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-import pyproj  # noqa: E402,F401  (before anything loads eccodes)
+import pyproj  # noqa: E402,F401  isort: skip  (before anything loads eccodes)
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402

@@ -19,7 +19,7 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-import pyproj  # noqa: E402,F401  (before anything loads eccodes)
+import pyproj  # noqa: E402,F401  isort: skip  (before anything loads eccodes)
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -38,8 +38,10 @@ BASELINES = ["GP Matérn 1.5 on (x, y, elevation)", "universal kriging, elevatio
 
 
 def run_geonp(values, masked, hidden, months, model: str, time_window: int) -> dict:
-    """Infill the whole masked record once (default options) and score every month's hidden stations
-    against ``values`` (the unmasked tmax)."""
+    """Infill the whole masked record once (default options) and score every month's hidden stations.
+
+    The hidden stations are scored against ``values`` (the unmasked tmax).
+    """
     lo, hi = max(0, int(months.min()) - time_window), int(months.max()) + time_window + 1
     w, c = time.perf_counter(), time.process_time()
     pred = masked.isel(time=slice(lo, hi)).np.infill("tmax", model=model, time_window=time_window).compute()

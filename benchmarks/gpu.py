@@ -135,7 +135,7 @@ def backward_rows(nq: int = 16384, nk: int = 4096) -> list[dict]:
     impls = {"tiled": lambda: tiled_attention(q, k, v, bias, xq, xk),
              "dense": lambda: dense_attention(q, k, v, bias, xq, xk)}
     for name, fn in impls.items():
-        def step():
+        def step(fn=fn):
             torch.autograd.backward(fn(), grad)
             for t in (q, k, v):
                 t.grad = None
@@ -162,13 +162,13 @@ def step_rows() -> list[dict]:
         model = build_model(name, preset=preset, space_dims=2).to(CUDA)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-        def train_step():
+        def train_step(model=model, opt=opt):
             opt.zero_grad(set_to_none=True)
             loss = -model(batch).log_prob(batch.yt).mean()
             loss.backward()
             opt.step()
 
-        def infer():
+        def infer(model=model):
             with torch.no_grad():
                 model(batch)
 

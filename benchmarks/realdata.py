@@ -253,7 +253,8 @@ t0, c0 = time.perf_counter(), time.process_time()
 chunks = {'time': 4, 'lat': tile, 'lon': tile}
 out = ds.np.infill('v', model=model, time_window=1, chunks=chunks, halo=4.0)
 geonp.to_zarr(out, sys.argv[5], progress=False)
-print(time.perf_counter() - t0, time.process_time() - c0, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(time.perf_counter() - t0, time.process_time() - c0, base,
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
@@ -323,7 +324,8 @@ def _load(part: str) -> dict | None:
 
 def _row(label: str, r: dict, cols=("rmse", "mae", "nll", "coverage", "crps")) -> str:
     cells = [f"{r[c]:.3f}" if c in r and r[c] is not None else "–" for c in cols]
-    return f"| {label} | " + " | ".join(cells) + f" | {r.get('wall_s', float('nan')):.0f} / {r.get('cpu_s', float('nan')):.0f} |"
+    return (f"| {label} | " + " | ".join(cells)
+            + f" | {r.get('wall_s', float('nan')):.0f} / {r.get('cpu_s', float('nan')):.0f} |")
 
 
 def _infill_doc(inf: dict, kind: str) -> list[str]:
@@ -422,7 +424,8 @@ def doc() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", nargs="?", choices=["era5-infill", "era5-forecast", "colorado", "era5-month", "scaling"])
+    parser.add_argument("part", nargs="?",
+                        choices=["era5-infill", "era5-forecast", "colorado", "era5-month", "scaling"])
     parser.add_argument("--fit-cpu", type=float, default=0.0,
                         help="CPU seconds of gradient training for the 'trained' rows (0: none)")
     parser.add_argument("--time-window", type=int, default=3, help="frames each side used as context (infill)")

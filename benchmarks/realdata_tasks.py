@@ -31,7 +31,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-import pyproj  # noqa: F401  (must be imported before eccodes/cfgrib; see shared/data/README.md)
+import pyproj  # noqa: F401  isort: skip  (must be imported before eccodes/cfgrib; see shared/data/README.md)
 import numpy as np
 import pandas as pd
 
@@ -80,8 +80,10 @@ def era5_time_index(time) -> int:
 
 
 def era5_eval_times(step_hours: int = 6) -> np.ndarray:
-    """Indices (into the full time axis) of the infill eval frames: every ``step_hours`` h of
-    2019-03-25 00:00 .. 2019-03-31 23:00 (28 frames at 6 h, 168 at 1 h)."""
+    """Indices (into the full time axis) of the infill eval frames.
+
+    Every ``step_hours`` h of 2019-03-25 00:00 .. 2019-03-31 23:00 (28 frames at 6 h, 168 at 1 h).
+    """
     times = pd.DatetimeIndex(load_era5().time.values)
     sel = np.where((times >= pd.Timestamp(ERA5_EVAL_START)) & (times <= pd.Timestamp(ERA5_EVAL_END)))[0]
     return sel[::step_hours]
@@ -130,8 +132,11 @@ def era5_grid_km() -> np.ndarray:
 
 
 def era5_infill_task(time_index: int, kind: str = "random") -> dict:
-    """One infill frame as flat arrays: ``x_context`` (n_c, 2) km, ``y_context`` (n_c,) K,
-    ``x_target`` (n_t, 2), ``y_target`` (n_t,) (the scored cells), plus the masks and lon/lat."""
+    """One infill frame as flat arrays, plus the masks and lon/lat.
+
+    ``x_context`` (n_c, 2) km, ``y_context`` (n_c,) K, ``x_target`` (n_t, 2), ``y_target`` (n_t,)
+    (the scored cells).
+    """
     da = load_era5()
     field = np.asarray(da.values[time_index], dtype=np.float64)
     hidden, scored = era5_infill_mask(time_index, field.shape, kind)
@@ -155,17 +160,21 @@ def era5_infill_task(time_index: int, kind: str = "random") -> dict:
 
 def era5_forecast_inits(start: str = ERA5_EVAL_START, end: str = "2019-03-30T18:00",
                         step_hours: int = 6) -> np.ndarray:
-    """Indices (full time axis) of the forecast inits: every 6 h from 2019-03-25 00:00 to
-    2019-03-30 18:00 (24 inits); every lead 1..6 h stays inside March."""
+    """Indices (full time axis) of the forecast inits.
+
+    Every 6 h from 2019-03-25 00:00 to 2019-03-30 18:00 (24 inits); every lead 1..6 h stays inside March.
+    """
     times = pd.DatetimeIndex(load_era5().time.values)
     sel = np.where((times >= pd.Timestamp(start)) & (times <= pd.Timestamp(end)))[0]
     return sel[::step_hours]
 
 
 def era5_fit_inits(step_hours: int = 6, history_hours: int = 24) -> np.ndarray:
-    """Inits for fitting forecast error statistics, entirely inside the fit period: every 6 h from
-    the first init with ``history_hours`` of history (2019-03-02 00:00) to the last whose +6 h lead
-    is ≤ ``ERA5_FIT_END`` (2019-03-21 12:00): 79 inits at 6 h steps."""
+    """Inits for fitting forecast error statistics, entirely inside the fit period.
+
+    Every 6 h from the first init with ``history_hours`` of history (2019-03-02 00:00) to the last
+    whose +6 h lead is ≤ ``ERA5_FIT_END`` (2019-03-21 12:00): 79 inits at 6 h steps.
+    """
     times = pd.DatetimeIndex(load_era5().time.values)
     last = pd.Timestamp(ERA5_FIT_END) - pd.Timedelta(hours=max(ERA5_LEADS))
     sel = np.where(times <= last)[0]
@@ -177,8 +186,10 @@ def era5_fit_inits(step_hours: int = 6, history_hours: int = 24) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def load_colorado():
-    """The Colorado monthly met ``xarray.Dataset`` (time 1236, station 376; tmax/tmin °C, ppt; coords
-    lon, lat, elevation m), in memory."""
+    """The Colorado monthly met ``xarray.Dataset``, in memory.
+
+    Time 1236, station 376; tmax/tmin °C, ppt; coords lon, lat, elevation m.
+    """
     import xarray as xr
 
     with xr.open_dataset(data_dir() / COLORADO_FILE) as ds:
@@ -193,8 +204,11 @@ def colorado_centre() -> tuple[float, float]:
 
 
 def colorado_months(variable: str = "tmax", n_months: int | None = COLORADO_N_MONTHS) -> np.ndarray:
-    """Indices (full time axis) of the eval months: ``n_months`` (20) evenly spaced (``np.linspace`` rounded)
-    among the months of 1950-01 .. 1990-12 with ≥ 100 observed stations; ``n_months=None``: all of them."""
+    """Indices (full time axis) of the eval months.
+
+    ``n_months`` (20) evenly spaced (``np.linspace`` rounded) among the months of 1950-01 .. 1990-12
+    with ≥ 100 observed stations; ``n_months=None``: all of them.
+    """
     ds = load_colorado()
     times = pd.DatetimeIndex(ds.time.values)
     n_obs = ds[variable].notnull().sum("station").values
@@ -207,8 +221,11 @@ def colorado_months(variable: str = "tmax", n_months: int | None = COLORADO_N_MO
 
 
 def colorado_mask(month_index: int, observed: np.ndarray) -> np.ndarray:
-    """Boolean hidden mask over all stations: round(0.2 · n_observed) of the ``observed`` stations
-    (boolean, per station), chosen by ``default_rng(month_index)``; unobserved ones never hidden."""
+    """Boolean hidden mask over all stations: round(0.2 · n_observed) of the ``observed`` stations.
+
+    ``observed`` is boolean, per station; the hidden ones are chosen by ``default_rng(month_index)``;
+    unobserved ones are never hidden.
+    """
     observed = np.asarray(observed, dtype=bool)
     idx = np.flatnonzero(observed)
     rng = np.random.default_rng(seed=int(month_index))
@@ -219,9 +236,12 @@ def colorado_mask(month_index: int, observed: np.ndarray) -> np.ndarray:
 
 
 def colorado_masked(variable: str = "tmax", n_months: int | None = COLORADO_N_MONTHS):
-    """``(data, masked, hidden, months)``: the variable's Dataset, a copy with every eval month's hidden
-    stations set to NaN, the hidden masks by month index (:func:`colorado_mask`) and the eval months
-    (``n_months`` of them, all with ``None``)."""
+    """``(data, masked, hidden, months)``: the variable's Dataset, a masked copy, the masks and the eval months.
+
+    ``masked`` is a copy with every eval month's hidden stations set to NaN, ``hidden`` the hidden masks
+    by month index (:func:`colorado_mask`) and ``months`` the eval months (``n_months`` of them, all
+    with ``None``).
+    """
     data = load_colorado()[[variable]]
     months = colorado_months(variable, n_months)
     values = data[variable].values
@@ -236,8 +256,11 @@ def colorado_masked(variable: str = "tmax", n_months: int | None = COLORADO_N_MO
 
 
 def colorado_task(month_index: int, variable: str = "tmax") -> dict:
-    """One Colorado month as flat arrays: ``x_context`` (n_c, 2) km, ``elev_context`` (n_c,) km,
-    ``y_context`` °C, and the same for the hidden (scored) stations, plus lon/lat and station ids."""
+    """One Colorado month as flat arrays, plus lon/lat and station ids.
+
+    ``x_context`` (n_c, 2) km, ``elev_context`` (n_c,) km, ``y_context`` °C, and the same for the
+    hidden (scored) stations.
+    """
     ds = load_colorado()
     y = np.asarray(ds[variable].values[month_index], dtype=np.float64)
     observed = np.isfinite(y)
@@ -270,8 +293,11 @@ def _laea(lon_0: float, lat_0: float):
 
 
 def project_km(lon, lat, centre: tuple[float, float] = ERA5_CENTRE) -> np.ndarray:
-    """Lambert azimuthal equal-area coordinates in km, centred at ``centre`` = (lon, lat); default
-    4°W 54°N (ERA5); pass :func:`colorado_centre` for Colorado. Returns ``(..., 2)`` with (x, y)."""
+    """Lambert azimuthal equal-area coordinates in km, centred at ``centre`` = (lon, lat).
+
+    The default centre is 4°W 54°N (ERA5); pass :func:`colorado_centre` for Colorado. Returns
+    ``(..., 2)`` with (x, y).
+    """
     x, y = _laea(float(centre[0]), float(centre[1])).transform(np.asarray(lon, float), np.asarray(lat, float))
     return np.stack([np.asarray(x) / 1000.0, np.asarray(y) / 1000.0], -1)
 
@@ -309,8 +335,11 @@ _Z95 = 1.959963984540054
 
 
 def scores(y, mean, std=None) -> dict:
-    """RMSE and MAE of ``mean`` against ``y``; with a Gaussian ``std`` also the mean NLL per point
-    (natural log, data units), 95 % central-interval coverage and the mean closed-form CRPS."""
+    """RMSE and MAE of ``mean`` against ``y``; with a Gaussian ``std`` also NLL, coverage and CRPS.
+
+    With ``std``: the mean NLL per point (natural log, data units), 95 % central-interval coverage
+    and the mean closed-form CRPS.
+    """
     from scipy.special import erf
 
     y, mean = np.asarray(y, float).ravel(), np.asarray(mean, float).ravel()

@@ -1,4 +1,4 @@
-"""Small station networks: does calibrating the shipped weights on the input pay below 100 values?
+"""Small station networks: whether calibrating the shipped weights on the input pays below 100 values.
 
     python benchmarks/small_networks.py      # ~2 CPU-minutes; results/small-networks.json
 

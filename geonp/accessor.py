@@ -119,8 +119,8 @@ class GeonpAccessor:
 
         Takes ``model`` (default ``"bsa-tnp"``; a fitted :class:`geonp.Model` or the path of a
         saved one is trained further on this data, keeping its covariates and windows), ``task``
-        (``"infill"`` or ``"forecast"``), ``max_time`` (``"10min"``) and/or ``steps``, ``seed``, ``covariates``, ``pretrained``
-        (start from shipped weights, default ``True``), ``device``, ``progress``, for
+        (``"infill"`` or ``"forecast"``), ``max_time`` (``"10min"``) and/or ``steps``, ``seed``, ``covariates``,
+        ``pretrained`` (start from shipped weights, default ``True``), ``device``, ``progress``, for
         ``task="infill"`` ``land`` (see :meth:`infill`) and, for ``task="forecast"``,
         ``reference`` (see :meth:`forecast`; saved with the model). Forecasts use no land–sea trend.
         """

@@ -97,8 +97,11 @@ class Problem:
 
     @property
     def t_units(self) -> np.ndarray:
-        """Model time of each frame: hours in units of ``time_unit_hours``; on an axis of calendar
-        months one step per frame, as leads count them (a 28-day February is a month, like January)."""
+        """Model time of each frame: hours in units of ``time_unit_hours``.
+
+        On an axis of calendar months one step per frame, as leads count them (a 28-day February is a
+        month, like January).
+        """
         if self.times is not None and timeaxis.is_monthly(self.times):
             return np.arange(len(self.hours)) * (self.step_hours / self.time_unit_hours)
         return (self.hours - self.hours[0]) / self.time_unit_hours

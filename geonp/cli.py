@@ -221,8 +221,10 @@ def _open(args: argparse.Namespace, chunks):
 
 
 def _progress(args: argparse.Namespace):
-    """Show dask progress on stderr around eager computations (a bar on a terminal, lines in a log; none
-    with --quiet)."""
+    """Show dask progress on stderr around eager computations.
+
+    A bar on a terminal, lines in a log; none with --quiet.
+    """
     if args.quiet:
         return contextlib.nullcontext()
     from .progress import compute_progress

@@ -239,9 +239,11 @@ def resolve_model(model: str | os.PathLike | Model) -> Model:
 
 
 def default_settings(name: str) -> dict:
-    """The prediction settings a model called ``name`` starts from: :data:`DEFAULT_SETTINGS` with the
-    shipped model's own (``geonp.pretrained.SETTINGS``), for its zero-shot use, its calibration on the
-    input and a fit alike."""
+    """The prediction settings a model called ``name`` starts from.
+
+    :data:`DEFAULT_SETTINGS` with the shipped model's own (``geonp.pretrained.SETTINGS``), for its
+    zero-shot use, its calibration on the input and a fit alike.
+    """
     from .pretrained import SETTINGS
 
     return {**DEFAULT_SETTINGS, **SETTINGS.get(name, {})}

@@ -289,8 +289,11 @@ class Normaliser:
 
     @staticmethod
     def _lapse_per_frame(basis: StaticBasis, ec, inv: np.ndarray, counts: np.ndarray) -> bool:
-        """Whether every frame has :data:`~geonp.trend.MIN_TREND_POINTS` context points spread by
-        :data:`MIN_FRAME_RELIEF` m in elevation, so that each may have its own lapse rate."""
+        """Whether each frame may have its own lapse rate.
+
+        That is, whether every frame has :data:`~geonp.trend.MIN_TREND_POINTS` context points spread by
+        :data:`MIN_FRAME_RELIEF` m in elevation.
+        """
         if not basis.e_powers or counts.min() < MIN_TREND_POINTS:
             return False
         ec = np.asarray(ec, dtype=np.float64)
@@ -298,10 +301,10 @@ class Normaliser:
 
     def elevation_offset(self, fit: tuple[StaticBasis, np.ndarray], e: np.ndarray | None,
                          land: np.ndarray | None = None, xy: np.ndarray | None = None) -> np.ndarray:
-        """Evaluate the trend of :meth:`elevation_fit` at elevations ``e`` (m), land fractions ``land``
-        and positions ``xy``.
+        """Evaluate the trend of :meth:`elevation_fit` at elevations, land fractions and positions.
 
-        Without its intercept.
+        ``e`` holds the elevations (m), ``land`` the land fractions and ``xy`` the positions. Without its
+        intercept.
         """
         basis, coef = fit
         return basis.columns(e, land, xy) @ coef

@@ -43,8 +43,11 @@ def _attr(obj, key: str) -> str:
 
 
 def _find_named(ds: xr.Dataset, names: tuple, standard_names: tuple, usable) -> str | None:
-    """The first coordinate, then data variable, that ``usable(name, value)`` accepts and whose
-    lower-cased name is in ``names`` or CF standard name in ``standard_names``; else ``None``."""
+    """The name of the first coordinate, then data variable, that matches; else ``None``.
+
+    A match is accepted by ``usable(name, value)`` and has its lower-cased name in ``names`` or its
+    CF standard name in ``standard_names``.
+    """
     for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
         if usable(str(key), v) and (str(key).lower() in names or _attr(v, "standard_name") in standard_names):
             return str(key)
@@ -135,6 +138,16 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
 
 
 def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None) -> str | None:
+    """The elevation to use: a variable or coordinate of ``ds``, or ``None``.
+
+    A given ``name`` must be a variable or coordinate on ``space_dims``; without one, a numeric one on
+    the space dims is found by name or CF standard name (surface geopotential included).
+
+    Raises
+    ------
+    VariableNotFoundError, CoordinateError
+        A named elevation that is missing, or not on the space dims.
+    """
     if name is not None:
         if name not in ds.variables:
             raise VariableNotFoundError(f"elevation {name!r} is not a variable or coordinate of the dataset; "

@@ -143,8 +143,10 @@ def valid_times(times: np.ndarray, inits: np.ndarray, leads: np.ndarray, step: f
 
 
 def _add_months(times: np.ndarray, anchor, months: np.ndarray) -> np.ndarray:
-    """``anchor`` (a time of ``times``) plus each of ``months`` calendar months; month ends stay month ends
-    when every one of ``times`` is one."""
+    """``anchor`` (a time of ``times``) plus each of ``months`` calendar months.
+
+    Month ends stay month ends when every one of ``times`` is one.
+    """
     if times.dtype != object:
         month_end = bool(pd.DatetimeIndex(times).is_month_end.all())
         start = pd.Timestamp(anchor)

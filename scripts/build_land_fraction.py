@@ -21,6 +21,7 @@ BLOCK = 6  # 1/120° points per 0.05° cell side
 
 
 def main() -> None:
+    """Count the land points of each 0.05° cell and write the table to ``--out``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()

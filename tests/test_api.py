@@ -494,8 +494,11 @@ def test_calibration_only_fit_rescales_the_std_and_nothing_else():
 
 
 def test_calibration_only_fit_keeps_the_shipped_space_unit():
-    """Calibrated on a sparser period, the shipped weights still measure lengths in the context spacing of the
-    data they predict: the means equal the zero-shot ones there (a trained model keeps its training unit)."""
+    """Calibrated on a sparser period, the shipped weights still measure lengths in the predicted data's spacing.
+
+    That is the context spacing of the data they predict: the means equal the zero-shot ones there (a
+    trained model keeps its training unit).
+    """
     st = stations(times=6)
     sparse = st.copy(deep=True)
     sparse["tmax"][:, ::2] = np.nan  # the fit period observed half the network

@@ -442,8 +442,10 @@ def test_rbf_bias__fused_whole_tile_bias_equals_chunked(monkeypatch):
 
 @pytest.mark.parametrize("name", ["rbf-space-time", "geodesic", "te-post"])
 def test_tiled_attention__backward_keeps_nothing_of_pair_size(name):
-    """What autograd keeps for the backward pass is linear in the points: no tile of logits or bias survives
-    the forward pass (the backward recomputes them tile by tile), and the gradients still equal dense ones."""
+    """What autograd keeps for the backward pass is linear in the points, and the gradients equal dense ones.
+
+    No tile of logits or bias survives the forward pass (the backward recomputes them tile by tile).
+    """
     b, h, nq, nk, d = 1, 2, 300, 200, 8
     q, k, v, xq, xk = _inputs(b, h, nq, nk, d, torch.float64, True)
     score = SCORES[name](h).double()

@@ -99,7 +99,8 @@ def _rotate_lonlat(lonlat, rot):
     lon, lat = torch.deg2rad(lonlat[..., 0]), torch.deg2rad(lonlat[..., 1])
     xyz = torch.stack([torch.cos(lat) * torch.cos(lon), torch.cos(lat) * torch.sin(lon), torch.sin(lat)], -1)
     xyz = xyz @ rot.T
-    return torch.stack([torch.rad2deg(torch.atan2(xyz[..., 1], xyz[..., 0])), torch.rad2deg(torch.asin(xyz[..., 2]))], -1)
+    return torch.stack([torch.rad2deg(torch.atan2(xyz[..., 1], xyz[..., 0])),
+                        torch.rad2deg(torch.asin(xyz[..., 2]))], -1)
 
 
 def _rotation(a, b, c):

@@ -104,8 +104,10 @@ def test_elevation_trend_is_quadratic_from_thirty_points():
 
 
 def test_elevation_trend_varies_across_the_task_from_fifty_sites():
-    """With positions and 50+ sites, a lapse rate that changes across the region is fitted exactly and
-    evaluated at new points; fewer sites (or no positions) keep one lapse rate for the whole task."""
+    """With positions and 50+ sites, a lapse rate that changes across the region is fitted exactly.
+
+    It is evaluated at new points; fewer sites (or no positions) keep one lapse rate for the whole task.
+    """
     rng = np.random.default_rng(5)
     xy = rng.uniform(-5, 5, (80, 2)) + 100.0  # far from the origin: centred inside the basis
     e = rng.uniform(1000, 3500, 80)
@@ -161,8 +163,11 @@ def test_frame_offsets__recover_frame_means_and_lapse_rate():
 
 
 def test_frame_offsets__a_lapse_rate_per_frame():
-    """A lapse rate that changes from frame to frame (with the season) is fitted per frame when every frame
-    has 10 points spread in elevation; with a sparser or flat frame the frames share one."""
+    """A lapse rate that changes from frame to frame (with the season) is fitted per frame.
+
+    That is when every frame has 10 points spread in elevation; with a sparser or flat frame the
+    frames share one.
+    """
     rng = np.random.default_rng(8)
     n, rates, jumps = 40, (-4.0, -5.0, -6.5, -8.0), (0.0, 6.0, 11.0, 14.0)
     e = rng.uniform(1000, 3500, n)

@@ -424,8 +424,11 @@ def test_cli__forecast_needs_time(nc_no_time, tmp_path, capsys):
 
 
 def test_cli__error_found_while_writing_leaves_nothing(nc, tmp_path, capsys):
-    """Bad input found only while the lazy result is computed (here: no history to calibrate on before the
-    first initial time) is one error line, and neither the store nor a partial one is left."""
+    """Bad input found only while the lazy result is computed is one error line, and no store is left.
+
+    Here the bad input is no history to calibrate on before the first initial time; neither the store
+    nor a partial one is left.
+    """
     out = tmp_path / "o.zarr"
     args = ["forecast", str(nc), "--hours", "1", "--model", "te-pt-tnp", "--init-time", "2020-01-01T00:00",
             "--calibrate", "--context-frames", "1", "--chunks", "time=4", "--quiet", "--out", str(out)]
@@ -496,8 +499,10 @@ def test_pretrained__recipe_options_are_recorded():
 
 
 def test_pretrained__terrain_recipe_starts_from_the_shipped_weights():
-    """terrain=True: one elevation covariate with an attention bias, on terrain priors; initialised from the
-    shipped weights it predicts exactly what they predict, whatever the elevations."""
+    """terrain=True: one elevation covariate with an attention bias, on terrain priors.
+
+    Initialised from the shipped weights it predicts exactly what they predict, whatever the elevations.
+    """
     import torch
 
     from geonp.fitting import init_from

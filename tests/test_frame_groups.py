@@ -1,6 +1,6 @@
 """Frame groups (``frames_per_task=``): consecutive infill frames predicted from one shared context."""
 
-import pyproj  # isort: skip
+import pyproj  # noqa: F401  isort: skip
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """The land–sea trend of infill: finding the mask, smoothing it, fitting it, and using it."""
 
-import pyproj  # isort: skip
+import pyproj  # noqa: F401  isort: skip
 
 import numpy as np
 import pandas as pd

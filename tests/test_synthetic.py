@@ -229,8 +229,11 @@ def test_spacetime__terrain_off_draws_as_before():
 
 
 def test_spacetime__terrain_covariates_and_kernel():
-    """terrain=True: one elevation column per point (mean 0 over the locations, the same at a location in
-    every frame) and values whose whitening by the space×elevation×time kernel is white noise."""
+    """terrain=True: one elevation column per point, and values white under the space×elevation×time kernel.
+
+    The elevations have mean 0 over the locations and are the same at a location in every frame; the
+    values' whitening by the space×elevation×time kernel is white noise.
+    """
     g = SpaceTimeGP(mode="forecast", num_locations=(6, 6), window=(1, 1), max_lead=1, observed_fraction=(1.0, 1.0),
                     space_lengthscale_range=(0.8, 0.8), time_lengthscale_range=(2.0, 2.0), standardise=False,
                     terrain=True, relief_range=(0.5, 0.5), elevation_lengthscale_range=(0.3, 0.3),
@@ -529,8 +532,10 @@ def test_options__bad_values_raise_typed_errors(make, error, phrase):
 
 
 def test_gp2d__defaults_are_the_seeds_task():
-    """The default 2-D GP is the seeds' design: SE, ℓ ~ Beta(3, 7), U[−2, 2]², 128–512 context, 1,024 targets,
-    noise 0.1."""
+    """The default 2-D GP is the seeds' design.
+
+    SE, ℓ ~ Beta(3, 7), U[−2, 2]², 128–512 context, 1,024 targets, noise 0.1.
+    """
     gen = GP2D()
     assert (gen.kernel, gen.lengthscale_beta, gen.domain) == ("se", (3.0, 7.0), (-2.0, 2.0))
     assert (gen.num_context, gen.num_targets, gen.noise_std, gen.shift_by) == ((128, 512), 1024, 0.1, 10.0)

@@ -163,7 +163,8 @@ class Batch:
             if bool((counts == 0).any()):
                 empty = torch.nonzero(counts == 0).flatten().tolist()
                 raise EmptyContextError(
-                    f"tasks {empty[:10]} have no unmasked context point; drop them or give each at least one context point."
+                    f"tasks {empty[:10]} have no unmasked context point; "
+                    "drop them or give each at least one context point."
                 )
         if check_finite:
             for name in ("xc", "yc", "xt", "yt", "zc", "zt"):
@@ -183,7 +184,9 @@ class Batch:
 
 def _check(t: Tensor, name: str, ndim: int, last: int, what: str) -> None:
     if not isinstance(t, Tensor):
-        raise InvalidBatchError(f"{name} is a {type(t).__name__}; expected a torch.Tensor. Convert it with torch.as_tensor.")
+        raise InvalidBatchError(
+            f"{name} is a {type(t).__name__}; expected a torch.Tensor. Convert it with torch.as_tensor."
+        )
     if t.ndim != ndim:
         raise InvalidBatchError(
             f"{name} has {t.ndim} dimensions (shape {tuple(t.shape)}); expected {ndim}: [batch, points, features]. "

@@ -131,7 +131,8 @@ class BSATNP(NeuralProcess):
             )
         if c.time_dims:
             parts.append(
-                RBFBias(c.num_heads, c.time_bases, tuple(range(c.space_dims, c.x_dims)), lengthscales=c.time_lengthscales)
+                RBFBias(c.num_heads, c.time_bases, tuple(range(c.space_dims, c.x_dims)),
+                        lengthscales=c.time_lengthscales)
             )
         if c.bias_covariates:  # columns appended after space and time by prepare(); starts switched off
             cols = tuple(range(c.x_dims, c.x_dims + len(c.bias_covariates)))

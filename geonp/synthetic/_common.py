@@ -374,8 +374,10 @@ def to_batch(
     xc: Tensor, yc: Tensor, xt: Tensor, yt: Tensor, params: Params, *, fc: Tensor, ft: Tensor, noisy_targets: bool,
     zc: Tensor | None = None, zt: Tensor | None = None,
 ) -> tuple[Batch, Params]:
-    """Assemble a float32 :class:`Batch` (``yt`` noisy or not, covariates ``zc``/``zt`` if given) and attach
-    ``fc``/``ft`` to ``params``."""
+    """Assemble a float32 :class:`Batch` and attach ``fc``/``ft`` to ``params``.
+
+    ``yt`` is noisy or not; the covariates ``zc``/``zt`` are included if given.
+    """
     params = dict(params)
     params["fc"] = fc
     params["ft"] = ft
