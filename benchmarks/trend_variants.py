@@ -1,7 +1,7 @@
-"""Which static trend in elevation and position serves the Colorado stations best?
+"""Which static trend in elevation and position serves the Colorado stations best.
 
     python benchmarks/trend_variants.py                 # ~4 CPU-minutes; results/trend-variants.json
-    python benchmarks/trend_variants.py --residual-gp   # ~2 CPU-minutes; results/trend-residual-gp.json
+    python benchmarks/trend_variants.py --residual-gp   # ~6 CPU-minutes; results/trend-residual-gp.json
 
 Each task of a station infill removes a least-squares trend fitted to its context (:mod:`geonp.trend`)
 before the network sees the values, and adds it back at the targets. The package's trend is quadratic
@@ -11,11 +11,13 @@ alternatives and scores the Colorado tmax task of ``realdata.py colorado`` (20 m
 observed stations hidden, space only) with the shipped BSA-TNP: the package default (calibrated on
 the input) and the network alone. RMSE, NLL and 95 % coverage, averaged over the months.
 
-``--residual-gp`` asks whether the stations share departures from the package's trend by
-elevation: on the tasks of ``baselines.py`` it fits the trend, then a GP (scikit-learn, Matérn 1.5,
-fitted hyperparameters) to the residuals on (x, y) and on (x, y, elevation) with per-dimension
-lengthscales, and scores both (RMSE). If elevation adds nothing there, a network with an elevation
-input (``pretrain.py --terrain``) has nothing more to find on this data.
+``--residual-gp`` asks where the GP's lead on these stations comes from: on the tasks of
+``baselines.py`` it fits a trend (none, linear in elevation, or the package's), then a GP
+(scikit-learn, Matérn 1.5, fitted hyperparameters) to the residuals on (x, y) and on (x, y,
+elevation) with per-dimension lengthscales, and scores each pair (RMSE, NLL, coverage). If elevation
+adds nothing after the package's trend, a network with an elevation input (``pretrain.py
+--terrain``) has nothing more to find there; if it adds after a simpler trend, the GP's lead is in
+estimating the smooth surface in all three inputs at once.
 """
 
 from __future__ import annotations
@@ -53,24 +55,48 @@ def use(variant: str) -> None:
     trend.position_columns, trend.INTERACTION_TREND_POINTS = VARIANTS[variant]
 
 
+def _trend_columns(kind: str, ec: np.ndarray, xyc: np.ndarray):
+    """Return the design columns (after the intercept) of trend ``kind`` as a function of elevations and positions.
+
+    The trend is the one fitted to a context with elevations ``ec`` (m) and positions ``xyc`` (km).
+    """
+    if kind == "no trend":
+        return lambda e, xy: np.zeros((len(e), 0))
+    if kind == "linear in elevation":
+        return lambda e, xy: (np.asarray(e)[:, None] - ec.mean()) / 1000.0
+    basis = trend.static_basis(ec, None, xyc=xyc)  # the package's trend
+    return lambda e, xy: basis.columns(e, None, xy)
+
+
+#: trends of :func:`residual_gp`
+RESIDUAL_TRENDS = ("no trend", "linear in elevation", "the package's trend")
+
+
 def residual_gp() -> dict:
-    """RMSE of the package's trend plus a fitted GP on its residuals, without and with elevation."""
+    """Score a fitted GP on the residuals of each trend of :data:`RESIDUAL_TRENDS`, on (x, y) and (x, y, elevation).
+
+    Returns ``{"<trend> + GP on <inputs>": {"rmse", "nll", "coverage"}}``, means over the months of
+    ``baselines.py`` (the GP's predictive std of a new observation; the trend's own estimation
+    variance is not added, as it is not in the package).
+    """
     import baselines as bl
 
-    sq = {"trend + GP on (x, y)": [], "trend + GP on (x, y, elevation)": []}
+    rows: dict[str, list] = {}
     for month in bl.T.colorado_months():
         t = bl.T.colorado_task(int(month))
         xc, xt, yc = t["x_context"], t["x_target"], t["y_context"]  # x in km
-        ec, et = t["elev_context"], t["elev_target"]  # km
-        basis = trend.static_basis(ec * 1000, None, xyc=xc)  # the package's trend (elevations in m)
-        design_c = np.c_[np.ones(len(yc)), basis.columns(ec * 1000, None, xc)]
-        coef = np.linalg.lstsq(design_c, yc, rcond=None)[0]
-        r, base = yc - design_c @ coef, np.c_[np.ones(len(xt)), basis.columns(et * 1000, None, xt)] @ coef
-        xy = bl.gp_fitted(xc, r, xt, "matern")[0]
-        xye = bl.gp_fitted(np.c_[xc, ec], r, np.c_[xt, et], "matern", ard=True)[0]
-        sq["trend + GP on (x, y)"].append((base + xy - t["y_target"]) ** 2)
-        sq["trend + GP on (x, y, elevation)"].append((base + xye - t["y_target"]) ** 2)
-    return {k: float(np.sqrt(np.mean(np.concatenate(v)))) for k, v in sq.items()}
+        ec, et = t["elev_context"] * 1000, t["elev_target"] * 1000  # m
+        for name in RESIDUAL_TRENDS:
+            cols = _trend_columns(name, ec, xc)
+            design_c = np.c_[np.ones(len(yc)), cols(ec, xc)]
+            coef = np.linalg.lstsq(design_c, yc, rcond=None)[0]
+            r, base = yc - design_c @ coef, np.c_[np.ones(len(xt)), cols(et, xt)] @ coef
+            fits = {"(x, y)": bl.gp_fitted(xc, r, xt, "matern"),
+                    "(x, y, elevation)": bl.gp_fitted(np.c_[xc, ec / 1000], r, np.c_[xt, et / 1000], "matern",
+                                                      ard=True)}
+            for inputs, (mean, std) in fits.items():
+                rows.setdefault(f"{name} + GP on {inputs}", []).append(rt.scores(t["y_target"], base + mean, std))
+    return {k: {m: float(np.mean([r[m] for r in v])) for m in ("rmse", "nll", "coverage")} for k, v in rows.items()}
 
 
 def main() -> None:
@@ -80,9 +106,10 @@ def main() -> None:
                         help="instead: the GP on the trend's residuals (sklearn; results/trend-residual-gp.json)")
     args = parser.parse_args()
     if args.residual_gp:  # a part of its own: results/trend-residual-gp.json
-        rmse = residual_gp()
-        print(rmse, flush=True)
-        save_json("trend-residual-gp", {"machine": machine(), "rmse": rmse})
+        scores = residual_gp()
+        for name, row in scores.items():
+            rt.show({"method": name, **row})
+        save_json("trend-residual-gp", {"machine": machine(), "scores": scores})
         return
     ds, masked, hidden, months = rt.colorado_masked("tmax")
     rows = []
