@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "MIN_TREND_POINTS",
+__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_variance", "MIN_TREND_POINTS",
            "QUADRATIC_TREND_POINTS", "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
 
 #: fewest context points for a trend (linear in each quantity)
@@ -115,6 +115,43 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
             xy0, xy_scale = (float(xy[:, 0].mean()), float(xy[:, 1].mean())), spread
     return StaticBasis(float(ec.mean()) if use_e else None, powers if use_e else 0,
                        float(lc.mean()) if use_l else None, powers if use_l else 0, xy0, xy_scale)
+
+
+def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray) -> np.ndarray:
+    """Variance at the targets of a least-squares trend's estimate, beyond that of the context mean.
+
+    Regression kriging's predictive variance holds, besides the kriging variance of the residual
+    field, the variance of the estimated trend at the prediction point: ``σ² d_tᵀ (DᵀD)⁻¹ d_t``, with
+    ``σ²`` the residual variance ``RSS / (n − p)``. The network predicts the residuals of values
+    standardised by their context mean, so its std already holds the mean's share ``σ² / n``; this
+    returns the rest, ``σ² (h_t − 1/n)`` (≥ 0), which grows where a target's elevation or land
+    fraction lies outside the context's (a summit among valley stations).
+
+    Parameters
+    ----------
+    design_c, design_t : ndarray
+        ``[n, p]`` and ``[nt, p]`` design rows of the context and the targets (intercept columns included).
+    resid : ndarray
+        ``[n]`` residuals of the least-squares fit.
+
+    Returns
+    -------
+    ndarray
+        ``[nt]`` variances in the values' units squared; zeros when the fit has no residual degrees of freedom.
+    """
+    design_c, design_t = np.asarray(design_c, dtype=np.float64), np.asarray(design_t, dtype=np.float64)
+    n, p = design_c.shape
+    if n <= p:
+        return np.zeros(len(design_t))
+    # h_t = d_tᵀ (DᵀD)⁺ d_t from the SVD of D with unit-norm columns: exact for any column units, and
+    # rank-deficient designs (a column that repeats another) drop their null directions
+    norms = np.linalg.norm(design_c, axis=0)
+    norms = np.where(norms > 0, norms, 1.0)
+    _, sv, vt = np.linalg.svd(design_c / norms, full_matrices=False)
+    keep = sv > sv[0] * 1e-10
+    z = (design_t / norms) @ vt[keep].T / sv[keep]
+    s2 = float(resid @ resid) / (n - int(keep.sum()))
+    return s2 * np.clip(np.sum(z * z, axis=1) - 1.0 / n, 0.0, None)
 
 
 def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:

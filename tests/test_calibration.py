@@ -149,7 +149,7 @@ def test_frame_offsets__recover_frame_means_and_lapse_rate():
     rng = np.random.default_rng(6)
     y, t, e, anomaly, e1 = _seasonal_frames(rng)
     norm = Normaliser()
-    off_c, off_t = norm.frame_offsets(y, t, e, np.full(7, 3.0), e1[:7])
+    off_c, off_t, _ = norm.frame_offsets(y, t, e, np.full(7, 3.0), e1[:7])
     resid = y - off_c
     u = (e1 - e1.mean()) / 1000
     a = np.linalg.lstsq(np.c_[np.ones_like(u), u, u**2], anomaly, rcond=None)[0]  # the part the fit absorbs
@@ -175,16 +175,16 @@ def test_frame_offsets__a_lapse_rate_per_frame():
     y = np.concatenate([jumps[f] + rates[f] * u for f in range(4)])
     t, ee = np.repeat(np.arange(4.0), n), np.tile(e, 4)
     norm = Normaliser()
-    off_c, off_t = norm.frame_offsets(y, t, ee, np.full(5, 3.0), e[:5])
+    off_c, off_t, _ = norm.frame_offsets(y, t, ee, np.full(5, 3.0), e[:5])
     np.testing.assert_allclose(off_c, y, atol=1e-9)
     np.testing.assert_allclose(off_t, 14.0 - 8.0 * u[:5], atol=1e-9)
     keep = (t != 0.0) | (np.arange(len(t)) < 9)  # 9 points on frame 0: one lapse rate for all
-    off_c, _ = norm.frame_offsets(y[keep], t[keep], ee[keep], np.full(5, 3.0), e[:5])
+    off_c, _, _ = norm.frame_offsets(y[keep], t[keep], ee[keep], np.full(5, 3.0), e[:5])
     assert np.abs(y[keep] - off_c).max() > 0.1
     flat, yf = ee.copy(), y.copy()
     flat[t == 0.0] = 2000.0 + 0.5 * rng.standard_normal(n)  # frame 0 within a metre: no lapse rate of its own
     yf[t == 0.0] = 0.1 * rng.standard_normal(n)
-    _, off_t = norm.frame_offsets(yf, t, flat, np.zeros(5), e[:5])  # targets on frame 0, 1000-3500 m
+    _, off_t, _ = norm.frame_offsets(yf, t, flat, np.zeros(5), e[:5])  # targets on frame 0, 1000-3500 m
     assert np.abs(off_t).max() < 20.0  # the shared lapse rate, not one fitted to noise over a metre
 
 
@@ -202,7 +202,7 @@ def test_frame_offsets__only_where_they_apply():
     keep = (t != 2.0) | (np.arange(len(t)) % 60 < 4)  # 4 points left on the target frame
     assert norm.frame_offsets(y[keep], t[keep], e[keep], tt, e1[:4]) is None
     assert Normaliser(frame_means=False).frame_offsets(y, t, e, tt, e1[:4]) is None
-    off_c, off_t = norm.frame_offsets(y, t, None, tt, None)  # without elevations: the frame means only
+    off_c, off_t, _ = norm.frame_offsets(y, t, None, tt, None)  # without elevations: the frame means only
     np.testing.assert_allclose(off_t, np.full(4, y[t == 2.0].mean()))
 
 
@@ -210,9 +210,9 @@ def test_frame_offsets__targets_on_several_frames_get_their_own_frame_means():
     """Targets of one task on two frames (frame groups): each gets what it would get alone."""
     y, t, e, _, e1 = _seasonal_frames(np.random.default_rng(7))
     norm, tt = Normaliser(), np.array([1.0, 2.0, 2.0, 1.0])
-    off_c, off_t = norm.frame_offsets(y, t, e, tt, e1[:4])
+    off_c, off_t, _ = norm.frame_offsets(y, t, e, tt, e1[:4])
     for f in (1.0, 2.0):
-        alone_c, alone_t = norm.frame_offsets(y, t, e, np.full(4, f), e1[:4])
+        alone_c, alone_t, _ = norm.frame_offsets(y, t, e, np.full(4, f), e1[:4])
         np.testing.assert_allclose(off_c, alone_c)
         np.testing.assert_allclose(off_t[tt == f], alone_t[tt == f])
 

@@ -32,6 +32,9 @@ FAR_GAP_UNITS = 2.5
 #: the most :func:`coarsen_far` coarsens the space units
 FAR_GAP_MAX_FACTOR = 3.0
 
+#: add the variance of the static trend's estimate to the predictive std (:func:`geonp.trend.fit_variance`)
+TREND_VARIANCE = True
+
 
 @dataclass
 class Window:
@@ -81,12 +84,14 @@ class Task:
     shift: float = 0.0
     scale: float = 1.0
     offset: np.ndarray | None = None  # [nt] data units added to the mean (elevation trend)
+    offset_var: np.ndarray | None = None  # [nt] data units²: the variance of that trend's estimate, added to the std's
     persistence: np.ndarray | None = None  # [nt] data units: the targets' values at the initial frame (forecast)
     trend: np.ndarray | None = None  # [nt] data units: the trend predictor of the calibration (forecast)
 
     def select_targets(self, keep: np.ndarray) -> Task:
         """The task with only the targets ``keep`` (indices); the context is unchanged."""
-        per_target = ("xt", "zt", "yt", "offset", "persistence", "trend")  # the fields with one row per target
+        # the fields with one row per target
+        per_target = ("xt", "zt", "yt", "offset", "offset_var", "persistence", "trend")
         return replace(self, **{f: None if (v := getattr(self, f)) is None else v[keep] for f in per_target})
 
     def to_data(self, loc: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +99,10 @@ class Task:
         mean = loc * self.scale + self.shift
         if self.offset is not None:
             mean = mean + self.offset
-        return mean, std * self.scale
+        std = std * self.scale
+        if self.offset_var is not None:
+            std = np.sqrt(std**2 + self.offset_var)
+        return mean, std
 
     @property
     def num_context(self) -> int:
@@ -114,7 +122,7 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
     With context on several frames and targets on them, each frame's own mean goes too (see
     :meth:`Normaliser.frame_offsets`).
     """
-    offset = None
+    offset = offset_var = None
     ec, lc = (None if et is None else ec), (None if lt is None else lc)
     if lc is not None and static_basis(None, lc) is not None and land_contrast(
             xc[:, :2], xc[:, -1] if xc.shape[1] > 2 else None, yc, lc) < LAND_CONTRAST_R2:
@@ -122,15 +130,18 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
     xyc, xyt = xc[:, :2], xt[:, :2]
     frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt) if xc.shape[1] > 2 else None
     if frame is not None:
-        yc, offset = yc - frame[0], frame[1]
+        yc, offset, offset_var = yc - frame[0], frame[1], frame[2]
     elif (fit := norm.elevation_fit(yc, ec, lc, xyc)) is not None:
+        offset_var = norm.elevation_variance(fit, yc, ec, lc, xyc, et, lt, xyt)
         yc = yc - norm.elevation_offset(fit, ec, lc, xyc)
         offset = norm.elevation_offset(fit, et, lt, xyt)
+    if not TREND_VARIANCE:
+        offset_var = None
     shift, scale = norm.standardise(yc)
     if yt is not None:
         yt = ((yt - shift - (offset if offset is not None else 0.0)) / scale)[:, None]
     return Task(xc=xc, yc=((yc - shift) / scale)[:, None], xt=xt, zc=zc, zt=zt, yt=yt, shift=shift, scale=scale,
-                offset=offset)
+                offset=offset, offset_var=offset_var)
 
 
 def _points(xy: np.ndarray, t: float, idx: np.ndarray) -> np.ndarray:

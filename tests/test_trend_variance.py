@@ -1,0 +1,86 @@
+"""The static trend's estimation variance in the predictive std (geonp.trend.fit_variance)."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pytest
+
+from geonp.data import tasks
+from geonp.data.tasks import make_task
+from geonp.normalise import Normaliser
+from geonp.trend import fit_variance
+
+
+def _line(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    e = rng.uniform(1000, 3000, n)
+    y = 20 - 0.0065 * e + rng.normal(0, 0.5, n)
+    return e, y
+
+
+def test_fit_variance__is_the_textbook_slope_term_of_a_straight_line():
+    e, y = _line()
+    design = np.c_[np.ones_like(e), e]
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    resid = y - design @ coef
+    e_t = np.array([e.mean(), 500.0, 2000.0, 4500.0])
+    got = fit_variance(design, np.c_[np.ones_like(e_t), e_t], resid)
+    s2 = resid @ resid / (len(e) - 2)
+    want = s2 * (e_t - e.mean()) ** 2 / np.sum((e - e.mean()) ** 2)  # σ² (h − 1/n) for y = a + b e
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
+    assert got[0] == pytest.approx(0.0, abs=1e-12) and got[3] > got[1] > got[2] > 0
+
+
+def test_fit_variance__no_residual_degrees_of_freedom_gives_zero():
+    design = np.c_[np.ones(2), [1.0, 2.0]]
+    assert np.all(fit_variance(design, np.c_[np.ones(3), [0.0, 5.0, 9.0]], np.zeros(2)) == 0)
+
+
+def test_fit_variance__does_not_depend_on_the_columns_offset_or_units():
+    e, y = _line()
+    e_t = np.array([800.0, 3500.0])
+
+    def var(shift, unit):
+        d = np.c_[np.ones_like(e), (e - shift) / unit, ((e - shift) / unit) ** 2]
+        dt = np.c_[np.ones_like(e_t), (e_t - shift) / unit, ((e_t - shift) / unit) ** 2]
+        coef = np.linalg.lstsq(d, y, rcond=None)[0]
+        return fit_variance(d, dt, y - d @ coef)
+
+    np.testing.assert_allclose(var(0.0, 1.0), var(2000.0, 1000.0), rtol=1e-6)
+
+
+def test_make_task__adds_the_trend_variance_to_the_std_in_data_units():
+    e, y = _line(n=60)
+    rng = np.random.default_rng(1)
+    xc = np.c_[rng.uniform(0, 10, (60, 2)), np.zeros(60)]
+    xt = np.array([[5.0, 5.0, 0.0], [5.0, 5.0, 0.0]])
+    et = np.array([e.mean(), 4500.0])  # at the context's mean elevation, and far above its highest station
+    task = make_task(Normaliser(), xc, y, None, e, xt, None, et)
+    assert task.offset_var is not None and task.offset_var[1] > 10 * max(task.offset_var[0], 1e-12)
+    mean, std = task.to_data(np.zeros(2), np.ones(2))
+    np.testing.assert_allclose(std, np.sqrt(task.scale**2 + task.offset_var))
+    np.testing.assert_allclose(task.select_targets(np.array([1])).offset_var, task.offset_var[1:])
+
+
+def test_make_task__frame_trend_variance_too_and_switch_off(monkeypatch):
+    rng = np.random.default_rng(2)
+    n = 3 * 40
+    e = rng.uniform(1000, 3000, n)
+    t = np.repeat([0.0, 1.0, 2.0], 40)
+    y = 10 * t - 0.0065 * e + rng.normal(0, 0.3, n)  # frame means far apart: one intercept per frame
+    xc = np.c_[rng.uniform(0, 10, (n, 2)), t]
+    xt = np.array([[5.0, 5.0, 1.0], [5.0, 5.0, 1.0]])
+    et = np.array([2000.0, 5000.0])
+    task = make_task(Normaliser(), xc, y, None, e, xt, None, et)
+    assert task.offset_var is not None and task.offset_var[1] > task.offset_var[0] >= 0
+    monkeypatch.setattr(tasks, "TREND_VARIANCE", False)
+    assert make_task(Normaliser(), xc, y, None, e, xt, None, et).offset_var is None
+
+
+def test_make_task__no_trend_no_variance():
+    rng = np.random.default_rng(3)
+    xc = np.c_[rng.uniform(0, 10, (30, 2)), np.zeros(30)]
+    task = make_task(Normaliser(), xc, rng.normal(size=30), None, None, xc[:3], None, None)
+    assert task.offset_var is None
+    _, std = task.to_data(np.zeros(3), np.ones(3))
+    np.testing.assert_allclose(std, task.scale)
