@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from .errors import ConfigError, UnknownOptionError
-from .trend import MIN_TREND_POINTS, StaticBasis, fit_variance, static_basis
+from .trend import MIN_TREND_POINTS, NEIGHBOURS, StaticBasis, fit_variance, nearest_indices, static_basis
 
 __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "grid_axis_spacing_km", "mean_spacing",
            "station_spacing_km", "context_spacing_km"]
@@ -51,6 +51,13 @@ def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
     return StaticBasis(basis.e0 if e_ok else None, basis.e_powers if e_ok else 0,
                        basis.l0 if l_ok else None, basis.l_powers if l_ok else 0,
                        basis.xy0 if e_ok else None, basis.xy_scale)
+
+
+def _neighbours(xyt: np.ndarray | None, xyc: np.ndarray | None) -> np.ndarray | None:
+    """Each target's :data:`~geonp.trend.NEIGHBOURS` nearest context points (``None`` without positions)."""
+    if xyt is None or xyc is None:
+        return None
+    return nearest_indices(np.asarray(xyt)[:, :2], np.asarray(xyc)[:, :2], NEIGHBOURS)
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:
@@ -288,7 +295,7 @@ class Normaliser:
         if np.std(coef[:F]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
         design_t = design(at, basis.columns(et, lt, xyt) if basis is not None else None)
-        return fitted, design_t @ coef, fit_variance(a, design_t, yc - fitted)
+        return fitted, design_t @ coef, fit_variance(a, design_t, yc - fitted, _neighbours(xyt, xyc))
 
     @staticmethod
     def _lapse_per_frame(basis: StaticBasis, ec, inv: np.ndarray, counts: np.ndarray) -> bool:
@@ -324,7 +331,7 @@ class Normaliser:
         design_c = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
         design_t = np.concatenate([np.ones((len(et if et is not None else lt), 1)), basis.columns(et, lt, xyt)], 1)
         resid = np.asarray(yc, dtype=np.float64) - design_c[:, 1:] @ coef
-        return fit_variance(design_c, design_t, resid - resid.mean())
+        return fit_variance(design_c, design_t, resid - resid.mean(), _neighbours(xyt, xyc))
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored; see ``small_context_scale``)."""

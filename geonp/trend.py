@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_variance", "MIN_TREND_POINTS",
-           "QUADRATIC_TREND_POINTS", "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
+__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_variance", "nearest_indices",
+           "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS", "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
 
 #: fewest context points for a trend (linear in each quantity)
 MIN_TREND_POINTS = 10
@@ -117,15 +117,20 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
                        float(lc.mean()) if use_l else None, powers if use_l else 0, xy0, xy_scale)
 
 
-def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray) -> np.ndarray:
-    """Variance at the targets of a least-squares trend's estimate, beyond that of the context mean.
+def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
+                 neighbours: np.ndarray | None = None) -> np.ndarray:
+    """Variance at the targets of a least-squares trend's error that the network cannot see.
 
     Regression kriging's predictive variance holds, besides the kriging variance of the residual
-    field, the variance of the estimated trend at the prediction point: ``σ² d_tᵀ (DᵀD)⁻¹ d_t``, with
-    ``σ²`` the residual variance ``RSS / (n − p)``. The network predicts the residuals of values
-    standardised by their context mean, so its std already holds the mean's share ``σ² / n``; this
-    returns the rest, ``σ² (h_t − 1/n)`` (≥ 0), which grows where a target's elevation or land
-    fraction lies outside the context's (a summit among valley stations).
+    field, the variance of the estimated trend at the prediction point, ``σ² d_tᵀ (DᵀD)⁻¹ d_t`` with
+    ``σ²`` the residual variance ``RSS / (n − p)``. Here the network predicts the residuals from the
+    context's residuals, which carry the trend's error at the context points: near a target it
+    follows the error of its neighbours and only the difference is left. With ``neighbours`` the
+    variance is that of the trend's error at the target less its mean over those context points,
+    ``σ² cᵀ (DᵀD)⁻¹ c`` with ``c = d_t − mean(d_neighbours)``: zero where the neighbours share the
+    target's elevation and land fraction, largest at a summit among valley stations. Without, the
+    error less its context mean (the share the network's standardisation already holds):
+    ``σ² (d_tᵀ (DᵀD)⁻¹ d_t − 1/n)``.
 
     Parameters
     ----------
@@ -133,6 +138,8 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray) 
         ``[n, p]`` and ``[nt, p]`` design rows of the context and the targets (intercept columns included).
     resid : ndarray
         ``[n]`` residuals of the least-squares fit.
+    neighbours : ndarray, optional
+        ``[nt, k]`` indices of each target's nearest context points (:func:`nearest_indices`).
 
     Returns
     -------
@@ -141,33 +148,51 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray) 
     """
     design_c, design_t = np.asarray(design_c, dtype=np.float64), np.asarray(design_t, dtype=np.float64)
     n, p = design_c.shape
-    if n <= p:
+    if n <= p or len(design_t) == 0:
         return np.zeros(len(design_t))
-    # h_t = d_tᵀ (DᵀD)⁺ d_t from the SVD of D with unit-norm columns: exact for any column units, and
+    rows = design_t if neighbours is None else design_t - design_c[neighbours].mean(1)
+    # cᵀ (DᵀD)⁺ c from the SVD of D with unit-norm columns: exact for any column units, and
     # rank-deficient designs (a column that repeats another) drop their null directions
     norms = np.linalg.norm(design_c, axis=0)
     norms = np.where(norms > 0, norms, 1.0)
     _, sv, vt = np.linalg.svd(design_c / norms, full_matrices=False)
     keep = sv > sv[0] * 1e-10
-    z = (design_t / norms) @ vt[keep].T / sv[keep]
+    z = (rows / norms) @ vt[keep].T / sv[keep]
     s2 = float(resid @ resid) / (n - int(keep.sum()))
-    return s2 * np.clip(np.sum(z * z, axis=1) - 1.0 / n, 0.0, None)
+    h = np.sum(z * z, axis=1)
+    return s2 * (h if neighbours is not None else np.clip(h - 1.0 / n, 0.0, None))
+
+
+def nearest_indices(xq: np.ndarray, xref: np.ndarray, k: int) -> np.ndarray:
+    """Indices ``[nq, min(k, len(xref))]`` of the ``k`` nearest points of ``xref`` to each point of ``xq``.
+
+    Brute force in blocks of query rows (memory ``O(256 · len(xref))``); ties in any order.
+    """
+    xq, xref = np.asarray(xq, dtype=np.float64), np.asarray(xref, dtype=np.float64)
+    k = min(k, len(xref))
+    out = np.empty((len(xq), max(k, 0)), dtype=np.intp)
+    if k < 1:
+        return out
+    centre = xref.mean(0)  # centred: the expanded squared distances lose no precision to an offset
+    xq, xref = xq - centre, xref - centre
+    sq_ref = (xref ** 2).sum(1)
+    for start in range(0, len(xq), 256):
+        q = xq[start:start + 256]
+        d = (q ** 2).sum(1)[:, None] + sq_ref[None, :] - 2.0 * (q @ xref.T)
+        out[start:start + 256] = np.argpartition(d, k - 1, axis=1)[:, :k]
+    return out
 
 
 def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
     """``values [n, c]`` at strided query points minus the mean of their ``k`` nearest neighbours in ``xy``."""
     n = len(xy)
     queries = np.arange(n) if n <= _MAX_QUERIES else np.linspace(0, n - 1, _MAX_QUERIES).astype(np.intp)
-    out = np.empty((len(queries), values.shape[1]))
-    xy = xy - xy.mean(0)  # centred: the expanded squared distances below lose no precision to an offset
-    sq = (xy ** 2).sum(1)
-    for start in range(0, len(queries), 256):  # a block of query rows at a time: memory O(256 · n)
+    nn = np.empty((len(queries), min(k, n - 1)), dtype=np.intp)
+    for start in range(0, len(queries), 256):  # the queries are not contiguous: self is excluded per block
         q = queries[start:start + 256]
-        d = sq[q, None] + sq[None, :] - 2.0 * (xy[q] @ xy.T)
-        d[np.arange(len(q)), q] = np.inf
-        nn = np.argpartition(d, k - 1, axis=1)[:, :k]
-        out[start:start + 256] = values[q] - values[nn].mean(1)
-    return out
+        d_self = nearest_indices(xy[q], xy, k + 1)
+        nn[start:start + 256] = [row[row != i][:nn.shape[1]] for row, i in zip(d_self, q)]
+    return values[queries] - values[nn].mean(1)
 
 
 def land_contrast(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, land: np.ndarray,

@@ -8,7 +8,7 @@ import pytest
 from geonp.data import tasks
 from geonp.data.tasks import make_task
 from geonp.normalise import Normaliser
-from geonp.trend import fit_variance
+from geonp.trend import fit_variance, nearest_indices
 
 
 def _line(n=40, seed=0):
@@ -84,3 +84,27 @@ def test_make_task__no_trend_no_variance():
     assert task.offset_var is None
     _, std = task.to_data(np.zeros(3), np.ones(3))
     np.testing.assert_allclose(std, task.scale)
+
+
+def test_fit_variance__with_neighbours_is_the_contrast_to_them():
+    e, y = _line()
+    design = np.c_[np.ones_like(e), e / 1000]
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    resid = y - design @ coef
+    nb = np.array([[0, 1, 2, 3], [4, 5, 6, 7]])
+    e_t = np.array([e[:4].mean(), 4500.0])  # the first target shares its neighbours' mean elevation
+    got = fit_variance(design, np.c_[np.ones(2), e_t / 1000], resid, neighbours=nb)
+    s2 = resid @ resid / (len(e) - 2)
+    contrast = e_t / 1000 - (e / 1000)[nb].mean(1)
+    want = s2 * contrast**2 / np.sum((e / 1000 - e.mean() / 1000) ** 2)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
+    assert got[0] == pytest.approx(0.0, abs=1e-12) and got[1] > 0
+
+
+def test_nearest_indices__match_a_sort():
+    rng = np.random.default_rng(4)
+    xref, xq = rng.uniform(0, 10, (300, 2)) + 1e6, rng.uniform(0, 10, (600, 2)) + 1e6  # far from the origin
+    got = nearest_indices(xq, xref, 4)
+    d = ((xq[:, None] - xref[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(np.sort(got, 1), np.sort(np.argsort(d, 1)[:, :4], 1))
+    assert nearest_indices(xq[:3], xref[:2], 4).shape == (3, 2)
