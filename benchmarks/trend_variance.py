@@ -1,6 +1,7 @@
 """A/B: the static trend's estimation variance added to the predictive std, or not.
 
-    python benchmarks/trend_variance.py      # ~10 CPU-minutes; results/trend-variance.json
+    python benchmarks/trend_variance.py      # ~12 CPU-minutes; results/trend-variance.json
+    python benchmarks/trend_variance.py --parts colorado --out trend-variance-colorado
 
 geonp removes a least-squares trend in elevation and land fraction from each task's context and adds
 it back at the targets (:mod:`geonp.trend`). Regression kriging's predictive variance also holds the
@@ -36,22 +37,27 @@ import geonp.data.tasks as tasks  # noqa: E402
 
 
 def colorado_rows(model: str) -> dict:
-    """Default infill (calibrated on the input) of the Colorado eval months: space only and ±3 months."""
+    """Infill scores of the Colorado eval months.
+
+    The default (calibrated on the input) space only and ±3 months, and the network alone with the
+    hidden stations missing in every month.
+    """
     ds, masked, hidden, months = T.colorado_masked("tmax")
     values, out = ds.tmax.values, {}
     out[f"Colorado {model}, space only"] = T.colorado_space_only(ds, masked, hidden, months, model=model)
     if model != "bsa-tnp":
         return out
-    for strict in (False, True):
+    for strict, calibrate in ((False, "auto"), (True, "auto"), (True, False)):
         rows = []
         for i in months:
             window = masked.isel(time=slice(max(0, i - 3), i + 4))
             if strict:
                 window = window.copy(deep=True)
                 window["tmax"][:, hidden[i]] = np.nan
-            p = window.np.infill("tmax", model=model, time_window=3).sel(time=ds.time.values[i])
+            p = window.np.infill("tmax", model=model, time_window=3, calibrate=calibrate).sel(time=ds.time.values[i])
             rows.append(T.scores(values[i, hidden[i]], p.tmax_mean.values[hidden[i]], p.tmax_std.values[hidden[i]]))
         key = f"Colorado {model}, ±3 months" + (", hidden stations missing in every month" if strict else "")
+        key += "" if calibrate else ", the network alone"
         out[key] = {k: float(np.mean([r[k] for r in rows])) for k in ("rmse", "nll", "coverage")}
     return out
 
@@ -70,6 +76,7 @@ def era5_rows() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", default=["colorado", "era5"], choices=["colorado", "era5"])
+    parser.add_argument("--out", default="trend-variance", help="results file name (benchmarks/results/<out>.json)")
     args = parser.parse_args()
     results = {}
     for on in (False, True):
@@ -83,7 +90,7 @@ def main() -> None:
         for name, row in rows.items():
             T.show({"trend variance": on, "task": name, **row})
         results["with" if on else "without"] = rows
-    save_json("trend-variance", {"machine": machine(), "results": results})
+    save_json(args.out, {"machine": machine(), "parts": args.parts, "results": results})
 
 
 if __name__ == "__main__":
