@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from .errors import ConfigError, UnknownOptionError
-from .trend import MIN_TREND_POINTS, NEIGHBOURS, StaticBasis, fit_variance, nearest_indices, static_basis
+from .trend import MIN_TREND_POINTS, StaticBasis, fit_variance, static_basis, target_neighbours
 
 __all__ = ["Normaliser", "COVARIATES", "covariate_dims", "grid_spacing_km", "grid_axis_spacing_km", "mean_spacing",
            "station_spacing_km", "context_spacing_km"]
@@ -51,13 +51,6 @@ def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
     return StaticBasis(basis.e0 if e_ok else None, basis.e_powers if e_ok else 0,
                        basis.l0 if l_ok else None, basis.l_powers if l_ok else 0,
                        basis.xy0 if e_ok else None, basis.xy_scale)
-
-
-def _neighbours(xyt: np.ndarray | None, xyc: np.ndarray | None) -> np.ndarray | None:
-    """Each target's :data:`~geonp.trend.NEIGHBOURS` nearest context points (``None`` without positions)."""
-    if xyt is None or xyc is None:
-        return None
-    return nearest_indices(np.asarray(xyt)[:, :2], np.asarray(xyc)[:, :2], NEIGHBOURS)
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:
@@ -247,11 +240,12 @@ class Normaliser:
     def frame_offsets(self, yc: np.ndarray, tc: np.ndarray, ec: np.ndarray | None, tt: np.ndarray,
                       et: np.ndarray | None, lc: np.ndarray | None = None, lt: np.ndarray | None = None,
                       xyc: np.ndarray | None = None,
-                      xyt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+                      xyt: np.ndarray | None = None,
+                      variance: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
         """Per-frame means plus the elevation trend at the context and the targets, and its variance there.
 
         Returns ``(at the context, at the targets, the estimate's variance at the targets)``
-        (:func:`~geonp.trend.fit_variance`), or ``None``.
+        (:func:`~geonp.trend.fit_variance`; ``None`` with ``variance=False``), or ``None``.
 
         One least-squares fit of the context values on an intercept per frame (frames are the
         distinct context times ``tc``) and, where :meth:`elevation_fit` would fit one, the same
@@ -295,7 +289,8 @@ class Normaliser:
         if np.std(coef[:F]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
         design_t = design(at, basis.columns(et, lt, xyt) if basis is not None else None)
-        return fitted, design_t @ coef, fit_variance(a, design_t, yc - fitted, _neighbours(xyt, xyc))
+        var_t = fit_variance(a, design_t, yc - fitted, target_neighbours(xyt, xyc)) if variance else None
+        return fitted, design_t @ coef, var_t
 
     @staticmethod
     def _lapse_per_frame(basis: StaticBasis, ec, inv: np.ndarray, counts: np.ndarray) -> bool:
@@ -318,20 +313,6 @@ class Normaliser:
         """
         basis, coef = fit
         return basis.columns(e, land, xy) @ coef
-
-    def elevation_variance(self, fit: tuple[StaticBasis, np.ndarray], yc: np.ndarray, ec: np.ndarray | None,
-                           lc: np.ndarray | None, xyc: np.ndarray | None, et: np.ndarray | None,
-                           lt: np.ndarray | None = None, xyt: np.ndarray | None = None) -> np.ndarray:
-        """Variance at the targets of the trend of :meth:`elevation_fit` (:func:`~geonp.trend.fit_variance`).
-
-        ``yc``, ``ec``, ``lc``, ``xyc`` are what the trend was fitted to; ``et``, ``lt``, ``xyt`` the
-        targets' elevations, land fractions and positions.
-        """
-        basis, coef = fit
-        design_c = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
-        design_t = np.concatenate([np.ones((len(et if et is not None else lt), 1)), basis.columns(et, lt, xyt)], 1)
-        resid = np.asarray(yc, dtype=np.float64) - design_c[:, 1:] @ coef
-        return fit_variance(design_c, design_t, resid - resid.mean(), _neighbours(xyt, xyc))
 
     def standardise(self, yc: np.ndarray) -> tuple[float, float]:
         """Shift and scale of one task's values: the context mean and std (floored; see ``small_context_scale``)."""

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_variance", "nearest_indices",
-           "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS", "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
+__all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_variance", "basis_variance",
+           "nearest_indices", "target_neighbours", "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS",
+           "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
 
 #: fewest context points for a trend (linear in each quantity)
 MIN_TREND_POINTS = 10
@@ -163,13 +164,15 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
     return s2 * (h if neighbours is not None else np.clip(h - 1.0 / n, 0.0, None))
 
 
-def nearest_indices(xq: np.ndarray, xref: np.ndarray, k: int) -> np.ndarray:
-    """Indices ``[nq, min(k, len(xref))]`` of the ``k`` nearest points of ``xref`` to each point of ``xq``.
+def nearest_indices(xq: np.ndarray, xref: np.ndarray, k: int, exclude: np.ndarray | None = None) -> np.ndarray:
+    """Indices ``[nq, k']`` of the ``k`` nearest points of ``xref`` to each point of ``xq``.
 
-    Brute force in blocks of query rows (memory ``O(256 · len(xref))``); ties in any order.
+    ``exclude`` (``[nq]``, optional) names for each query one point of ``xref`` that is not its
+    neighbour (the query itself); ``k' = min(k, available)``. Brute force in blocks of query rows
+    (memory ``O(256 · len(xref))``); ties in any order.
     """
     xq, xref = np.asarray(xq, dtype=np.float64), np.asarray(xref, dtype=np.float64)
-    k = min(k, len(xref))
+    k = min(k, len(xref) - (exclude is not None))
     out = np.empty((len(xq), max(k, 0)), dtype=np.intp)
     if k < 1:
         return out
@@ -179,20 +182,37 @@ def nearest_indices(xq: np.ndarray, xref: np.ndarray, k: int) -> np.ndarray:
     for start in range(0, len(xq), 256):
         q = xq[start:start + 256]
         d = (q ** 2).sum(1)[:, None] + sq_ref[None, :] - 2.0 * (q @ xref.T)
+        if exclude is not None:
+            d[np.arange(len(q)), exclude[start:start + 256]] = np.inf
         out[start:start + 256] = np.argpartition(d, k - 1, axis=1)[:, :k]
     return out
+
+
+def basis_variance(basis: StaticBasis, coef: np.ndarray, yc: np.ndarray, ec, lc, xyc, et, lt, xyt) -> np.ndarray:
+    """:func:`fit_variance` of a trend in ``basis`` with coefficients ``coef`` (no intercept) fitted to ``yc``.
+
+    ``ec``, ``lc``, ``xyc`` are the context's elevations, land fractions and positions, ``et``,
+    ``lt``, ``xyt`` the targets'; with positions, the neighbours are the targets' :data:`NEIGHBOURS`
+    nearest context points.
+    """
+    design_c = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
+    design_t = np.concatenate([np.ones((len(et if et is not None else lt), 1)), basis.columns(et, lt, xyt)], 1)
+    resid = np.asarray(yc, dtype=np.float64) - design_c[:, 1:] @ coef
+    return fit_variance(design_c, design_t, resid - resid.mean(), target_neighbours(xyt, xyc))
+
+
+def target_neighbours(xyt: np.ndarray | None, xyc: np.ndarray | None) -> np.ndarray | None:
+    """Each target's :data:`NEIGHBOURS` nearest context points in the plane (``None`` without positions)."""
+    if xyt is None or xyc is None:
+        return None
+    return nearest_indices(np.asarray(xyt)[:, :2], np.asarray(xyc)[:, :2], NEIGHBOURS)
 
 
 def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
     """``values [n, c]`` at strided query points minus the mean of their ``k`` nearest neighbours in ``xy``."""
     n = len(xy)
     queries = np.arange(n) if n <= _MAX_QUERIES else np.linspace(0, n - 1, _MAX_QUERIES).astype(np.intp)
-    nn = np.empty((len(queries), min(k, n - 1)), dtype=np.intp)
-    for start in range(0, len(queries), 256):  # the queries are not contiguous: self is excluded per block
-        q = queries[start:start + 256]
-        d_self = nearest_indices(xy[q], xy, k + 1)
-        nn[start:start + 256] = [row[row != i][:nn.shape[1]] for row, i in zip(d_self, q)]
-    return values[queries] - values[nn].mean(1)
+    return values[queries] - values[nearest_indices(xy[queries], xy, k, exclude=queries)].mean(1)
 
 
 def land_contrast(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, land: np.ndarray,

@@ -108,3 +108,15 @@ def test_nearest_indices__match_a_sort():
     d = ((xq[:, None] - xref[None]) ** 2).sum(-1)
     np.testing.assert_array_equal(np.sort(got, 1), np.sort(np.argsort(d, 1)[:, :4], 1))
     assert nearest_indices(xq[:3], xref[:2], 4).shape == (3, 2)
+
+
+def test_nearest_indices__exclude_drops_each_querys_own_point():
+    rng = np.random.default_rng(5)
+    xy = rng.uniform(0, 10, (200, 2))
+    q = np.arange(0, 200, 7)
+    got = nearest_indices(xy[q], xy, 3, exclude=q)
+    assert not (got == q[:, None]).any()
+    d = ((xy[q][:, None] - xy[None]) ** 2).sum(-1)
+    d[np.arange(len(q)), q] = np.inf
+    np.testing.assert_array_equal(np.sort(got, 1), np.sort(np.argsort(d, 1)[:, :3], 1))
+    assert nearest_indices(xy[:1], xy[:1], 3, exclude=np.array([0])).shape == (1, 0)

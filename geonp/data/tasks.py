@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
-from ..trend import LAND_CONTRAST_R2, land_contrast, static_basis
+from ..trend import LAND_CONTRAST_R2, basis_variance, land_contrast, static_basis
 
 __all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
            "gap_to_context", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
@@ -32,7 +32,8 @@ FAR_GAP_UNITS = 2.5
 #: the most :func:`coarsen_far` coarsens the space units
 FAR_GAP_MAX_FACTOR = 3.0
 
-#: add the variance of the static trend's estimate to the predictive std (:func:`geonp.trend.fit_variance`)
+#: add the variance of the static trend's estimate to the predictive std (:func:`geonp.trend.fit_variance`; False
+#: computes none)
 TREND_VARIANCE = True
 
 
@@ -128,15 +129,15 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
             xc[:, :2], xc[:, -1] if xc.shape[1] > 2 else None, yc, lc) < LAND_CONTRAST_R2:
         lc = lt = None  # the values do not change across the coast: no land trend (geonp.trend.land_contrast)
     xyc, xyt = xc[:, :2], xt[:, :2]
-    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt) if xc.shape[1] > 2 else None
+    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt,
+                               variance=TREND_VARIANCE) if xc.shape[1] > 2 else None
     if frame is not None:
         yc, offset, offset_var = yc - frame[0], frame[1], frame[2]
     elif (fit := norm.elevation_fit(yc, ec, lc, xyc)) is not None:
-        offset_var = norm.elevation_variance(fit, yc, ec, lc, xyc, et, lt, xyt)
+        if TREND_VARIANCE:
+            offset_var = basis_variance(*fit, yc, ec, lc, xyc, et, lt, xyt)
         yc = yc - norm.elevation_offset(fit, ec, lc, xyc)
         offset = norm.elevation_offset(fit, et, lt, xyt)
-    if not TREND_VARIANCE:
-        offset_var = None
     shift, scale = norm.standardise(yc)
     if yt is not None:
         yt = ((yt - shift - (offset if offset is not None else 0.0)) / scale)[:, None]
