@@ -1,6 +1,6 @@
 """A/B: the static trend's estimation variance added to the predictive std, or not.
 
-    python benchmarks/trend_variance.py      # ~12 CPU-minutes; results/trend-variance.json
+    python benchmarks/trend_variance.py      # 24 min wall on shared cores; results/trend-variance.json
     python benchmarks/trend_variance.py --parts colorado --out trend-variance-colorado
 
 geonp removes a least-squares trend in elevation and land fraction from each task's context and adds

@@ -1,7 +1,7 @@
 """Which static trend in elevation and position serves the Colorado stations best.
 
     python benchmarks/trend_variants.py                 # ~4 CPU-minutes; results/trend-variants.json
-    python benchmarks/trend_variants.py --residual-gp   # ~6 CPU-minutes; results/trend-residual-gp.json
+    python benchmarks/trend_variants.py --residual-gp   # ~8 min wall; results/trend-residual-gp.json
 
 Each task of a station infill removes a least-squares trend fitted to its context (:mod:`geonp.trend`)
 before the network sees the values, and adds it back at the targets. The package's trend is quadratic
