@@ -50,7 +50,8 @@ def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
         return None
     return StaticBasis(basis.e0 if e_ok else None, basis.e_powers if e_ok else 0,
                        basis.l0 if l_ok else None, basis.l_powers if l_ok else 0,
-                       basis.xy0 if e_ok else None, basis.xy_scale)
+                       basis.xy0 if e_ok else None, basis.xy_scale,
+                       basis.u_range if e_ok else None, basis.v_range if l_ok else None)
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:

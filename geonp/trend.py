@@ -49,6 +49,14 @@ class StaticBasis:
     ``X·u`` and ``Y·u`` follow, with ``(X, Y) = (xy − xy0) / xy_scale`` (a lapse rate that changes
     from one side of a region to the other, as between plains and mountains; the plain ``X``, ``Y``
     keep the interaction from standing in for a gradient across the task).
+
+    ``u_range`` and ``v_range`` are the context's ranges of ``u`` and ``v``. Beyond them a trend
+    fitted to the context is not extrapolated as a polynomial: the land terms hold their value at
+    the nearest end of the range (the context says nothing about sea when it is all land), and
+    the elevation powers above the first continue along their tangent there, so the lapse rate
+    stays linear above the highest station. A quadratic land trend fitted in a small window whose
+    land fractions span 0.87–1 put a target at sea 90 K off before (``tile=3`` on the ERA5
+    block, docs/benchmarks.md, "Small windows").
     """
 
     e0: float | None
@@ -57,6 +65,8 @@ class StaticBasis:
     l_powers: int
     xy0: tuple[float, float] | None = None
     xy_scale: float = 1.0
+    u_range: tuple[float, float] | None = None
+    v_range: tuple[float, float] | None = None
 
     @property
     def size(self) -> int:
@@ -71,7 +81,8 @@ class StaticBasis:
         cols = []
         if self.e0 is not None:
             u = (np.asarray(e, dtype=np.float64) - self.e0) / 1000.0
-            cols += [u ** k for k in range(1, self.e_powers + 1)]
+            uc = u if self.u_range is None else np.clip(u, *self.u_range)
+            cols += [u] + [uc ** k + k * uc ** (k - 1) * (u - uc) for k in range(2, self.e_powers + 1)]
             if self.xy0 is not None:
                 if xy is None:
                     raise ValueError("this trend varies across the task: columns() needs the points' positions xy.")
@@ -79,6 +90,7 @@ class StaticBasis:
                 cols += position_columns(p[:, 0], p[:, 1], u)
         if self.l0 is not None:
             v = np.asarray(land, dtype=np.float64) - self.l0
+            v = v if self.v_range is None else np.clip(v, *self.v_range)
             cols += [v ** k for k in range(1, self.l_powers + 1)]
         return np.stack(cols, 1)
 
@@ -114,8 +126,10 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
         spread = float(np.sqrt(xy.var(0).sum()))
         if sites >= INTERACTION_TREND_POINTS and spread > 0 and np.isfinite(xy).all():
             xy0, xy_scale = (float(xy[:, 0].mean()), float(xy[:, 1].mean())), spread
-    return StaticBasis(float(ec.mean()) if use_e else None, powers if use_e else 0,
-                       float(lc.mean()) if use_l else None, powers if use_l else 0, xy0, xy_scale)
+    e0, l0 = (float(ec.mean()) if use_e else None), (float(lc.mean()) if use_l else None)
+    u_range = ((float(ec.min()) - e0) / 1000.0, (float(ec.max()) - e0) / 1000.0) if use_e else None
+    v_range = (float(lc.min()) - l0, float(lc.max()) - l0) if use_l else None
+    return StaticBasis(e0, powers if use_e else 0, l0, powers if use_l else 0, xy0, xy_scale, u_range, v_range)
 
 
 def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,

@@ -84,6 +84,27 @@ def test_static_basis__land_alone_both_or_neither():
     assert static_basis(e, land, elevation=False).e0 is None
 
 
+def test_static_basis__does_not_extrapolate_beyond_the_context_range():
+    rng = np.random.default_rng(3)
+    e, land = rng.uniform(200, 900, 40), rng.uniform(0.87, 1.0, 40)  # a window almost all on land
+    basis = static_basis(e, land)
+    np.testing.assert_allclose(basis.columns(e, land), np.stack(  # inside the range: plain powers
+        [(e - basis.e0) / 1e3, ((e - basis.e0) / 1e3) ** 2, land - basis.l0, (land - basis.l0) ** 2], 1))
+    # at sea the land terms hold their value at the context's lowest land fraction
+    sea, lowest = basis.columns(e[:1], np.zeros(1)), basis.columns(e[:1], np.full(1, land.min()))
+    np.testing.assert_allclose(sea, lowest)
+    # above the highest station the elevation powers go on along their tangent: linear in elevation
+    high = np.array([e.max(), e.max() + 500.0, e.max() + 1000.0])
+    cols = basis.columns(high, np.full(3, land.mean()))
+    np.testing.assert_allclose(np.diff(cols[:, :2], axis=0)[0], np.diff(cols[:, :2], axis=0)[1])
+    top = (e.max() - basis.e0) / 1e3
+    np.testing.assert_allclose(cols[1, 1], top ** 2 + 2 * top * 0.5)
+    # a quadratic land trend fitted on 0.87–1 no longer sends a target at sea far off
+    y = 280.0 + 30.0 * (land - 0.93) ** 2 + 0.1 * rng.standard_normal(40)
+    fit = Normaliser(elevation_trend=False).elevation_fit(y, None, land)
+    assert abs(float(Normaliser().elevation_offset(fit, None, np.zeros(1))[0])) < 1.0
+
+
 def test_elevation_fit__recovers_a_land_sea_contrast_beside_a_lapse_rate():
     rng = np.random.default_rng(2)
     e, land = rng.uniform(0, 900, 60), rng.uniform(0, 1, 60)
