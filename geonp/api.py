@@ -24,6 +24,7 @@ from . import reference as references
 from .chunked import build_problem, chunk_sizes, lazy_forecast, lazy_infill, observed_stats
 from .errors import (
     ConfigError,
+    CoordinateError,
     ModelMismatchError,
     NoDataError,
     TimeAxisError,
@@ -85,13 +86,17 @@ def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tupl
 def _prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
     elev_name, elev_da, explicit = _split_covariates(covariates)
     ds, name = geo.select_variable(obj, var)
-    if elev_da is not None:
-        ds = ds.assign_coords(elevation=elev_da)
+    if elev_da is not None:  # scalar coordinates (a DEM cut to one row) would clash: its dims are checked later
+        ds = ds.assign_coords(elevation=elev_da.reset_coords(drop=True))
         elev_name = "elevation"
     if elev_name is not None and elev_name not in ds.variables:
         raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
                                     f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")
     ds, layout = geo.describe(ds, name, crs=crs, elevation=elev_name, land=land)
+    if elev_da is not None and set(elev_da.dims) != set(layout.space_dims):
+        raise CoordinateError(f"covariates= elevation has dims {list(elev_da.dims)}; expected the space dims of "
+                              f"{name!r}, {list(layout.space_dims)}. Pass a DEM on the data's own grid or stations "
+                              "(e.g. dem.interp_like(ds)).")
     return ds, layout, explicit
 
 
@@ -175,7 +180,9 @@ def infill(
     if target is None:
         observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
         filled = observed.where(observed.notnull(), out[f"{layout.var}_mean"].astype(src.dtype))
-        out[f"{layout.var}_filled"] = filled.astype(np.float32).assign_attrs(variable_attrs(src, "filled", layout.var))
+        filled = filled.astype(np.float32)
+        filled.attrs, filled.encoding = variable_attrs(src, "filled", layout.var), {}  # not the input's own
+        out[f"{layout.var}_filled"] = filled
         out = out.transpose(*src.dims)
     out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, "on held-out observed values of the input")
@@ -254,6 +261,7 @@ def forecast(
     m = with_settings(resolve_model(model), **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
     inits = _init_indices(times, init_time)
+    timeaxis.warn_short_history(times, inits)
     kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
     work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds

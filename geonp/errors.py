@@ -27,6 +27,7 @@ __all__ = [
     "DataFormatError",
     "InputNotFoundError",
     "NoContextWarning",
+    "ShortHistoryWarning",
 ]
 
 
@@ -110,3 +111,7 @@ class InputNotFoundError(GeonpError, FileNotFoundError):
 
 class NoContextWarning(UserWarning):
     """Some targets had no observation within their window and were left NaN."""
+
+
+class ShortHistoryWarning(UserWarning):
+    """A forecast starts from an initial time with a single frame of history."""

@@ -306,6 +306,7 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
         if c.ndim == 1 and layout.is_grid and c.dims[0] in layout.space_dims:
             values = np.asarray(c.values, dtype=np.float64)
             if layout.geographic and name == layout.x:
+                _check_contiguous_longitude(values, name)
                 values = np.rad2deg(np.unwrap(np.deg2rad(values)))  # a grid across the dateline is monotonic here
             _check_monotonic(values, name)
     if not layout.is_grid:
@@ -328,6 +329,21 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
                 raise CoordinateError(f"time coordinate {layout.time!r} has {kind} values; expected strictly "
                                       "increasing times. Sort with ds.sortby('time') and drop duplicates with "
                                       "ds.drop_duplicates('time').")
+
+
+def _check_contiguous_longitude(values: np.ndarray, name: str) -> None:
+    """Refuse a sorted longitude axis whose two ends meet in the middle (a region across 0° in 0..360 order)."""
+    d = np.diff(values)
+    if len(values) < 3 or not ((d > 0).all() or (d < 0).all()):
+        return
+    jump = int(np.argmax(np.abs(d)))
+    if abs(d[jump]) > 180.0:
+        raise CoordinateError(
+            f"longitude {name!r} jumps from {values[jump]:g} to {values[jump + 1]:g} between two neighbouring "
+            "columns: the grid is one region stored with its two halves swapped (a region across 0° in 0..360 "
+            "order, or across 180° in -180..180 order), so neighbouring columns are not neighbours on the "
+            f"ground. Put the columns in geographic order first, e.g. ds.roll({name}=-{jump + 1}, roll_coords=True) "
+            f"or ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180).sortby({name!r}).")
 
 
 def _check_monotonic(values: np.ndarray, name: str) -> None:

@@ -33,8 +33,9 @@ def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
         if name:
             attrs["standard_name"] = name
     elif kind == "std":
-        attrs.update(long_name=f"{long} (predictive standard deviation)",
-                     standard_name=f"{name or var} standard_error")
+        attrs["long_name"] = f"{long} (predictive standard deviation)"
+        if name:  # a CF standard name modifier: only on a real standard name
+            attrs["standard_name"] = f"{name} standard_error"
     else:
         attrs.update(long_name=f"{long} (observations, gaps filled with the predictive mean)",
                      ancillary_variables=f"{var}_std")

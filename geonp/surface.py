@@ -169,6 +169,12 @@ def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
     da = ds[layout.var]
     template = da.isel({d: 0 for d in da.dims if d not in layout.space_dims}, drop=True)
     values = v.broadcast_like(template).transpose(*layout.space_dims).values.astype(np.float64)
+    if not np.isfinite(values).all():
+        bad = int((~np.isfinite(values)).sum())
+        raise CoordinateError(f"elevation {layout.elevation!r} is missing (NaN) at {bad} of {values.size} points "
+                              f"of {layout.var!r}'s grid or stations; expected a value at every point. A DEM that "
+                              "covers only part of the data, or another grid, leaves holes: pass one on the data's "
+                              "own coordinates (e.g. dem.interp_like(ds)), or fill its gaps (e.g. with 0 at sea).")
     name = layout.elevation.lower()
     if name in _GEOPOTENTIAL_NAMES or _attr(v, "standard_name") in _GEOPOTENTIAL_NAMES or _attr(v, "units") in (
         "m**2 s**-2", "m2 s-2", "m^2/s^2"

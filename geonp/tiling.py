@@ -1,10 +1,13 @@
 """Output blocks, prediction groups and their context windows (numpy only, no torch).
 
-A prediction's output is cut into **blocks** (dask chunks: ``chunks=``, the input's own chunks,
-or tiles of about ``tile`` model units). A block larger than a tile is predicted in **groups** of
-about ``tile`` units, each from its own **window**: the source points within the group's reach
-plus a ``halo``. Windows the size of the pretraining tasks predict better than one window over a
-large grid (docs/geometry.md).
+The target points are cut into **tiles** of about ``tile`` model units, laid out over the whole
+grid (or station set) symmetrically about its middle (:func:`axis_tiles`). A prediction's output
+is cut into **blocks** (dask chunks: ``chunks=``, the input's own chunks, or by default the tiles
+themselves). Each block is predicted in **groups**, its intersections with the tiles, each from
+the **window** of its whole tile: the source points within the tile's reach plus a ``halo``. So
+a point's prediction depends neither on how the output is chunked nor on the order its axes are
+stored in (descending latitude, reversed longitude). Windows the size of the pretraining tasks
+predict better than one window over a large grid (docs/geometry.md).
 """
 
 from __future__ import annotations
@@ -22,13 +25,18 @@ from .normalise import grid_axis_spacing_km
 if TYPE_CHECKING:
     from .chunked import Problem, Space
 
-__all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "axis_steps_km", "distance_km", "tile_cells",
-           "output_blocks", "block_positions", "window", "prediction_groups", "block_windows", "scatter", "combine"]
+__all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS", "axis_steps_km", "distance_km",
+           "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
+           "prediction_groups", "block_windows", "scatter", "combine"]
 
 #: the largest default tile edge (grid cells; tiles span ``tile`` model units) and the station chunk
 DEFAULT_TILE = 128
 GLOBAL_TILE = 32
 DEFAULT_STATIONS = 4096
+#: fewest source points (grid cells or stations, observed or not) in a window, the fewest locations of
+#: the pretraining tasks: a station tile at a corner of the network holds one or two stations, and its
+#: window would hold too few for a trend (a 120-station test network infilled 2.85 °C off with 4)
+MIN_WINDOW_POINTS = 64
 
 
 def axis_steps_km(space: Space, frame_km: np.ndarray | None) -> tuple[float | None, float | None]:
@@ -67,28 +75,90 @@ def tile_cells(problem: Problem, tile: float) -> tuple[int, ...]:
     return tuple(cap if not s else int(min(cap, max(1, round(tile * problem.unit_km / s)))) for s in steps)
 
 
+def axis_tiles(n: int, size: int) -> np.ndarray:
+    """Tile number of each of ``n`` cells along an axis: tiles of ``size`` cells, symmetric about the middle.
+
+    The lattice is the same read from either end (reversing the axis reverses the tile numbers'
+    order), so a descending axis is tiled as its ascending copy. A tile is centred on the
+    middle of the axis, of ``size`` cells, or ``size + 1`` when ``n`` and ``size`` differ in
+    parity; tiles of ``size`` follow on both sides, and the ends get what is left (1 to ``size``
+    cells; an end piece under half a tile joins its neighbour). An axis of at most ``size``
+    cells is one tile.
+    """
+    size = max(1, int(size))
+    x = np.arange(n) + 0.5 - n / 2.0  # cell centres from the middle: half-integers (n even) or integers
+    half = size / 2.0 if n % 2 == size % 2 else (size + 1) / 2.0  # never equal to |x| (parities)
+    ids = (np.sign(x) * np.maximum(0.0, np.ceil((np.abs(x) - half) / size))).astype(np.int64)
+    end = int(ids.max()) if n else 0
+    if end > 0 and 2 * int((ids == end).sum()) < size:
+        ids[ids == end], ids[ids == -end] = end - 1, 1 - end
+    return ids
+
+
+def _runs(ids: np.ndarray) -> list[slice]:
+    cuts = np.flatnonzero(np.diff(ids)) + 1
+    edges = [0, *cuts.tolist(), len(ids)]
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def tile_ids(problem: Problem, cells: tuple[int, ...], tile: float) -> np.ndarray:
+    """The tile of every target point, ``[P, 2]`` integer keys (see the module docstring).
+
+    Grids: :func:`axis_tiles` along each space dim (``cells`` per tile). Stations: squares of
+    ``tile`` model units, symmetric about the middle of the stations' extent in the dataset frame
+    (a local equidistant frame about their centre for global data).
+    """
+    space = problem.target
+    if space.is_grid:
+        rows, cols = (axis_tiles(n, c) for n, c in zip(space.shape, cells))
+        return np.stack(np.meshgrid(rows, cols, indexing="ij"), -1).reshape(-1, 2)
+    if problem.frame is not None and space.km is not None:
+        km = np.asarray(space.km, dtype=np.float64)
+    else:
+        km = np.asarray(Frame("aeqd", *frames.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat))
+    x = (km - (km.min(0) + km.max(0)) / 2.0) / (tile * problem.unit_km)
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+
+
 def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[tuple[tuple[slice, ...], np.ndarray]]:
-    """Output blocks: (slices per space dim, flat point indices); ``chunks`` overrides the ``default`` sizes."""
+    """Output blocks: (slices per space dim, flat point indices).
+
+    ``chunks`` sets a dim's block size; otherwise a grid's blocks are its tiles (:func:`axis_tiles`
+    of ``default`` cells) and a station dim's are runs of ``default`` stations.
+    """
     per_dim = []
     for d, n, size in zip(space.dims, space.shape, default):
-        size = int(chunks.get(d) or size)
-        per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
+        if chunks.get(d):
+            size = int(chunks[d])
+            per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
+        elif space.is_grid:
+            per_dim.append(_runs(axis_tiles(n, size)))
+        else:
+            per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
     grid = np.arange(space.size).reshape(space.shape)
     return [(sl, grid[sl].reshape(-1)) for sl in itertools.product(*per_dim)]
 
 
-def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
-    """Source selection (slices for grids, indices for stations) and the block's point coordinates."""
+def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np.ndarray | None = None):
+    """Source selection (slices for grids, indices for stations) and the coordinates of points ``tile_idx``.
+
+    The window holds the source points within ``halo_km`` of the reach of the target points
+    ``reach_idx`` (default ``tile_idx``: a whole tile, of which ``tile_idx`` may be a part), and
+    at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre.
+    """
     src, tgt = problem.source, problem.target
-    lon0, lat0 = frames.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
+    reach_idx = tile_idx if reach_idx is None else reach_idx
+    lon0, lat0 = frames.centre_of(tgt.lon[reach_idx], tgt.lat[reach_idx])
     frame = problem.frame
     centre_km = None
     if frame is not None:
-        centre_km = tgt.km[tile_idx].mean(0)
-    reach = distance_km(tgt, tile_idx, lon0, lat0, frame, centre_km).max() + halo_km
-    near = distance_km(src, None, lon0, lat0, frame, centre_km) <= reach
-    if not near.any():
-        near[np.argmin(distance_km(src, None, lon0, lat0, frame, centre_km))] = True
+        centre_km = tgt.km[reach_idx].mean(0)
+    reach = distance_km(tgt, reach_idx, lon0, lat0, frame, centre_km).max() + halo_km
+    dist = distance_km(src, None, lon0, lat0, frame, centre_km)
+    fewest = min(MIN_WINDOW_POINTS, len(dist))
+    if int((dist <= reach).sum()) < fewest:  # a small tile at an edge
+        reach = float(np.partition(dist, fewest - 1)[fewest - 1])
+    near = dist <= reach
     if src.is_grid:
         grid = near.reshape(src.shape)
         sel = []
@@ -117,41 +187,28 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
     return sel, meta
 
 
-def prediction_groups(problem: Problem, shape: tuple[int, ...], idx: np.ndarray, cells: tuple[int, ...],
-                      tile: float) -> list[np.ndarray | None]:
-    """Positions (row-major) in an output block of its prediction groups, about ``tile`` model units.
+def prediction_groups(tiles: np.ndarray, idx: np.ndarray) -> list[tuple[np.ndarray | None, np.ndarray]]:
+    """A block's prediction groups: ``(positions in the block, or None for all of it; the whole tile)``.
 
-    A grid block larger than ``cells`` (set by ``chunks=`` or the input's own chunks) is split into
-    rectangles of ``cells``; stations into squares of ``tile`` units counted from the block's
-    corner. ``[None]``: the block is one group.
+    ``tiles`` numbers the tile of every target point (from :func:`tile_ids`), ``idx`` lists the
+    block's points (row-major). A group is the block's points in one tile, predicted from the
+    window of the whole tile, whose flat point indices come second.
     """
-    space = problem.target
-    if space.is_grid:
-        if all(n <= c for n, c in zip(shape, cells)):
-            return [None]
-        grid = np.arange(int(np.prod(shape))).reshape(shape)
-        return [grid[i:i + cells[0], j:j + cells[1]].reshape(-1)
-                for i in range(0, shape[0], cells[0]) for j in range(0, shape[1], cells[1])]
-    if len(idx) < 2:
-        return [None]
-    if problem.frame is not None and space.km is not None:
-        km = space.km[idx]
-    else:
-        km = Frame("aeqd", *frames.centre_of(space.lon[idx], space.lat[idx])).to_km(space.lon[idx], space.lat[idx])
-    km = np.asarray(km)
-    squares = np.floor((km - km.min(0)) / (tile * problem.unit_km)).astype(np.int64)
-    _, inv = np.unique(squares, axis=0, return_inverse=True)
+    order = np.argsort(tiles, kind="stable")
+    bounds = np.searchsorted(tiles[order], np.arange(int(tiles.max()) + 2))
+    numbers, inv = np.unique(tiles[idx], return_inverse=True)
     inv = inv.reshape(-1)
-    return [None] if inv.max() == 0 else [np.flatnonzero(inv == g) for g in range(int(inv.max()) + 1)]
+    return [(None if len(numbers) == 1 else np.flatnonzero(inv == g), order[bounds[k]:bounds[k + 1]])
+            for g, k in enumerate(numbers)]
 
 
 def block_windows(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], tile: float) -> list[list[tuple]]:
     """Per output block, its groups' ``(window selection, point metadata, positions in the block)``."""
+    tiles = np.unique(tile_ids(problem, cells, tile), axis=0, return_inverse=True)[1].reshape(-1)
     out = []
-    for slices, idx in blocks:
-        shape = tuple(s.stop - s.start for s in slices)
-        out.append([(*window(problem, idx if pos is None else idx[pos], halo_km), pos)
-                    for pos in prediction_groups(problem, shape, idx, cells, tile)])
+    for _, idx in blocks:
+        out.append([(*window(problem, idx if pos is None else idx[pos], halo_km, whole), pos)
+                    for pos, whole in prediction_groups(tiles, idx)])
     return out
 
 

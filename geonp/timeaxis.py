@@ -6,13 +6,15 @@ missing 29 February is still 24 h. No torch here.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError, TimeAxisError
+from .errors import ConfigError, ShortHistoryWarning, TimeAxisError
 
 __all__ = ["is_time", "is_cftime", "steps_seconds", "time_hours", "time_step_hours", "check_regular", "is_monthly",
-           "lead_count", "valid_times"]
+           "lead_count", "valid_times", "warn_short_history"]
 
 #: shortest and longest step of an axis of calendar months, in hours
 _MONTH_HOURS = (28 * 24, 31 * 24)
@@ -160,3 +162,13 @@ def _add_months(times: np.ndarray, anchor, months: np.ndarray) -> np.ndarray:
         return first.replace(day=first.daysinmonth if month_end else min(d.day, first.daysinmonth))
 
     return np.array([add(anchor, int(k)) for k in months], dtype=object)
+
+
+def warn_short_history(times: np.ndarray, inits: np.ndarray) -> None:
+    """Warn when an initial time is the data's first frame: one frame of history shows no change in time."""
+    if int(inits.min()) == 0:
+        warnings.warn(
+            f"init_time {times[0]} is the first time step of the data: its forecast has one past frame, which "
+            "shows no change in time, and its std comes out far too small (about 10 x on ERA5 t2m). Start from a "
+            f"later init_time (e.g. {times[min(3, len(times) - 1)]}) so that past frames are the context.",
+            ShortHistoryWarning, stacklevel=4)

@@ -97,6 +97,16 @@ def test_non_monotonic_and_duplicate_grid_coordinates():
         geo.describe(grid(lat=[50, 51, 51, 52, 53]))
 
 
+def test_sorted_longitudes_whose_ends_meet_in_the_middle():
+    # what ds.where((lon <= 1) | (lon >= 358), drop=True) leaves of a global 0..360 grid: sorted,
+    # but its two halves swapped, so that neighbouring columns are 357 degrees apart
+    with pytest.raises(CoordinateError, match="jumps from 1 to 358 between two neighbouring columns.*"
+                                              "ds.roll\\(longitude=-3, roll_coords=True\\)"):
+        geo.describe(grid(lon=[0, 0.5, 1, 358, 358.5, 359, 359.5]))
+    geo.describe(grid(lon=[358, 358.5, 359, 359.5, 0, 0.5, 1]))  # the same region in geographic order
+    geo.describe(grid(lon=[0, 60, 120, 180, 240, 300, 359]))  # a coarse global grid has no such jump
+
+
 def test_duplicate_times():
     ds = grid()
     ds = ds.assign_coords(time=[ds.time.values[0]] * 3)

@@ -17,7 +17,15 @@ import pytest
 import xarray as xr
 import zarr
 
-from geonp.errors import CRSError, DataFormatError, InputNotFoundError, NoDataError, OutputExistsError
+from geonp.errors import (
+    ConfigError,
+    CRSError,
+    DataFormatError,
+    InputNotFoundError,
+    NoDataError,
+    OutputExistsError,
+    VariableTypeError,
+)
 from geonp.io import open_dataset, read_crs, to_zarr, write_crs
 from geonp.io.open import grib_valid_time
 
@@ -454,6 +462,15 @@ def test_to_zarr_refuses_existing_then_overwrites(tmp_path):
     to_zarr(_grid(seed=2), path, overwrite=True, progress=False)
     xr.testing.assert_allclose(xr.open_zarr(path).load(), _grid(seed=2))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]  # no .partial or .old left
+
+
+def test_to_zarr_refuses_what_is_not_xarray(tmp_path):
+    with pytest.raises(VariableTypeError, match="to_zarr got a ndarray; expected an xarray Dataset or DataArray"):
+        to_zarr(np.zeros(3), tmp_path / "x.zarr", progress=False)
+    with pytest.raises(ConfigError, match="ends in '.nc', but geonp writes Zarr stores; expected a path ending in "
+                                          "'.zarr'"):
+        to_zarr(_grid(), tmp_path / "out.nc", progress=False)
+    assert not any(tmp_path.iterdir())  # nothing written
 
 
 def test_to_zarr_chunks_follow_dask(tmp_path):

@@ -35,7 +35,7 @@ import xarray as xr
 import zarr
 from tqdm.auto import tqdm
 
-from ..errors import GeonpError, OutputExistsError
+from ..errors import ConfigError, GeonpError, OutputExistsError, VariableTypeError
 from ..progress import bar_options
 from .zarr_prepare import attr_value, prepare
 
@@ -77,6 +77,11 @@ def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output
     return path
 
 
+#: suffixes of other formats, refused as Zarr store names (a "z.nc" directory would puzzle every reader)
+_OTHER_FORMATS = frozenset({".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".grib", ".grib2", ".grb", ".grb2",
+                            ".tif", ".tiff", ".csv", ".png"})
+
+
 def to_zarr(
     ds: xr.Dataset | xr.DataArray,
     path: str | os.PathLike,
@@ -113,10 +118,21 @@ def to_zarr(
     ------
     OutputExistsError
         If ``path`` exists and ``overwrite`` is False.
+    VariableTypeError
+        ``ds`` is not an xarray Dataset or DataArray.
+    ConfigError
+        ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...).
     GeonpError
         Any geonp error raised while computing ``ds`` (bad input found late). The partial store this
         call began is removed first; one left by an earlier, interrupted run is kept.
     """
+    if not isinstance(ds, (xr.Dataset, xr.DataArray)):
+        raise VariableTypeError(f"to_zarr got a {type(ds).__name__}; expected an xarray Dataset or DataArray, e.g. "
+                                "the result of ds.np.infill(...) or xr.DataArray(values, dims=...).")
+    suffix = Path(path).suffix.lower()
+    if suffix in _OTHER_FORMATS:
+        raise ConfigError(f"output path {str(path)!r} ends in {suffix!r}, but geonp writes Zarr stores; expected a "
+                          "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
     path = check_new_path(path, overwrite)
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
