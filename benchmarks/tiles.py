@@ -8,7 +8,7 @@ before 2026-11-25) predicts, with no training:
 
 * ``forecast``: every 3rd of the 24 ERA5 forecast inits, leads 1..6 h, 2 past frames;
 * ``random`` / ``block``: every 4th of the 28 ERA5 infill frames, ±3 h / ±1 h of context
-  (the candidates' subsets, ``candidates.py``);
+  (the candidates' subsets, ``candidates.py``; ``--time-window K`` sets ±K h for both);
 * ``demo``: ``geonp demo``'s middle frame for seeds 0..3, scored against the truth.
 
 Results go to ``benchmarks/results/tiles-<name>.json``; the reading is in docs/benchmarks.md
@@ -76,6 +76,8 @@ def main() -> None:
     parser.add_argument("--tiles", nargs="+", default=["none", "8,3", "6,3", "12,3"], metavar="TILE,HALO")
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--name", default=None, help="results file suffix (default: the model's name)")
+    parser.add_argument("--time-window", type=int, default=None,
+                        help="frames each side of infill context for both masks (default: 3 random, 1 block)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
@@ -88,11 +90,13 @@ def main() -> None:
             elif part == "demo":
                 res = demo_field(args.model, config)
             else:
-                res = era5_infill(args.model, part, 3 if part == "random" else 1, **_windows(config))
+                tw = args.time_window if args.time_window is not None else (3 if part == "random" else 1)
+                res = era5_infill(args.model, part, tw, **_windows(config))
             rows.append({"tiles": text, "part": part, **res, "cpu_s": time.process_time() - start})
             print(rows[-1], flush=True)
     name = args.name or Path(args.model).stem
-    save_json(f"tiles-{name}", {"machine": machine(), "model": args.model, "rows": rows})
+    save_json(f"tiles-{name}", {"machine": machine(), "model": args.model, "time_window": args.time_window,
+                                "rows": rows})
 
 
 if __name__ == "__main__":

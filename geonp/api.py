@@ -114,7 +114,8 @@ def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=No
                           "about how the field varies, so no interval could be given). Widen the selection.")
     if task == "infill" and target is None and n_obs == n_all:
         raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
-                          "(e.g. ds.where(mask)), or pass targets= to predict at other coordinates.")
+                          "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
+                          "coordinates.")
     # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
     # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
     norm = replace(model.normaliser, small_context_scale=spread)

@@ -121,7 +121,7 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
             if len(numeric) != 1:
                 raise VariableNotFoundError(
                     f"the dataset has {len(numeric)} numeric data variables {numeric}; expected one, "
-                    "or name it: e.g. ds.np.infill('t2m') or --var t2m."
+                    f"or name it: e.g. ds.np.infill({(numeric or ['t2m'])[0]!r}) or --var {(numeric or ['t2m'])[0]}."
                 )
             var = numeric[0]
         elif var not in ds.data_vars:

@@ -76,23 +76,26 @@ def tile_cells(problem: Problem, tile: float) -> tuple[int, ...]:
 
 
 def axis_tiles(n: int, size: int) -> np.ndarray:
-    """Tile number of each of ``n`` cells along an axis: tiles of ``size`` cells, symmetric about the middle.
+    """Tile number of each of ``n`` cells along an axis: equal tiles of at most ``size`` cells, symmetric.
 
-    The lattice is the same read from either end (reversing the axis reverses the tile numbers'
-    order), so a descending axis is tiled as its ascending copy. A tile is centred on the
-    middle of the axis, of ``size`` cells, or ``size + 1`` when ``n`` and ``size`` differ in
-    parity; tiles of ``size`` follow on both sides, and the ends get what is left (1 to ``size``
-    cells; an end piece under half a tile joins its neighbour). An axis of at most ``size``
-    cells is one tile.
+    The axis is cut into ``ceil(n / size)`` tiles (one more when that count is even and ``n``
+    odd) whose sizes differ by at most one cell, the larger ones placed in mirror pairs about the
+    middle (and the middle tile, when the count is odd). The lattice is the same read from either
+    end, so a descending axis is tiled as its ascending copy, and no tile is a sliver at an edge.
     """
     size = max(1, int(size))
-    x = np.arange(n) + 0.5 - n / 2.0  # cell centres from the middle: half-integers (n even) or integers
-    half = size / 2.0 if n % 2 == size % 2 else (size + 1) / 2.0  # never equal to |x| (parities)
-    ids = (np.sign(x) * np.maximum(0.0, np.ceil((np.abs(x) - half) / size))).astype(np.int64)
-    end = int(ids.max()) if n else 0
-    if end > 0 and 2 * int((ids == end).sum()) < size:
-        ids[ids == end], ids[ids == -end] = end - 1, 1 - end
-    return ids
+    k = max(1, -(-n // size))
+    if k % 2 == 0 and n % 2 == 1:
+        k += 1  # an even number of mirrored tiles covers an even number of cells
+    q, r = divmod(n, k)
+    sizes = np.full(k, q, dtype=np.int64)
+    if r % 2:
+        sizes[k // 2] += 1  # k is odd here
+    first = k // 2 - 1  # the tile just before the middle (k even) or before the middle tile (k odd)
+    for i in range(r // 2):  # mirror pairs, from the middle outwards
+        sizes[first - i] += 1
+        sizes[k - 1 - (first - i)] += 1
+    return np.repeat(np.arange(k), sizes)
 
 
 def _runs(ids: np.ndarray) -> list[slice]:
@@ -104,9 +107,10 @@ def _runs(ids: np.ndarray) -> list[slice]:
 def tile_ids(problem: Problem, cells: tuple[int, ...], tile: float) -> np.ndarray:
     """The tile of every target point, ``[P, 2]`` integer keys (see the module docstring).
 
-    Grids: :func:`axis_tiles` along each space dim (``cells`` per tile). Stations: squares of
-    ``tile`` model units, symmetric about the middle of the stations' extent in the dataset frame
-    (a local equidistant frame about their centre for global data).
+    Grids: :func:`axis_tiles` along each space dim (``cells`` per tile). Stations: the network's
+    extent in the dataset frame (a local equidistant frame about its centre for global data) cut
+    into equal rectangles of at most ``tile`` model units a side; they depend on the stations'
+    positions, not on their order or on how the station dim is chunked.
     """
     space = problem.target
     if space.is_grid:
@@ -116,8 +120,10 @@ def tile_ids(problem: Problem, cells: tuple[int, ...], tile: float) -> np.ndarra
         km = np.asarray(space.km, dtype=np.float64)
     else:
         km = np.asarray(Frame("aeqd", *frames.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat))
-    x = (km - (km.min(0) + km.max(0)) / 2.0) / (tile * problem.unit_km)
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+    lo, extent = km.min(0), km.max(0) - km.min(0)
+    count = np.maximum(1, np.ceil(extent / (tile * problem.unit_km)))  # squares along each axis
+    width = np.where(extent > 0, extent / count, 1.0)
+    return np.minimum(np.floor((km - lo) / width), count - 1).astype(np.int64)
 
 
 def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[tuple[tuple[slice, ...], np.ndarray]]:
@@ -187,28 +193,29 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
     return sel, meta
 
 
-def prediction_groups(tiles: np.ndarray, idx: np.ndarray) -> list[tuple[np.ndarray | None, np.ndarray]]:
+def prediction_groups(tiles: np.ndarray, members: list[np.ndarray],
+                      idx: np.ndarray) -> list[tuple[np.ndarray | None, np.ndarray]]:
     """A block's prediction groups: ``(positions in the block, or None for all of it; the whole tile)``.
 
-    ``tiles`` numbers the tile of every target point (from :func:`tile_ids`), ``idx`` lists the
-    block's points (row-major). A group is the block's points in one tile, predicted from the
-    window of the whole tile, whose flat point indices come second.
+    ``tiles`` numbers the tile of every target point (from :func:`tile_ids`), ``members[k]`` lists
+    the points of tile ``k`` and ``idx`` the block's points (row-major). A group is the block's
+    points in one tile, predicted from the window of the whole tile.
     """
-    order = np.argsort(tiles, kind="stable")
-    bounds = np.searchsorted(tiles[order], np.arange(int(tiles.max()) + 2))
     numbers, inv = np.unique(tiles[idx], return_inverse=True)
     inv = inv.reshape(-1)
-    return [(None if len(numbers) == 1 else np.flatnonzero(inv == g), order[bounds[k]:bounds[k + 1]])
-            for g, k in enumerate(numbers)]
+    return [(None if len(numbers) == 1 else np.flatnonzero(inv == g), members[k]) for g, k in enumerate(numbers)]
 
 
 def block_windows(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], tile: float) -> list[list[tuple]]:
     """Per output block, its groups' ``(window selection, point metadata, positions in the block)``."""
     tiles = np.unique(tile_ids(problem, cells, tile), axis=0, return_inverse=True)[1].reshape(-1)
+    order = np.argsort(tiles, kind="stable")
+    bounds = np.searchsorted(tiles[order], np.arange(int(tiles.max()) + 2))
+    members = [order[bounds[k]:bounds[k + 1]] for k in range(int(tiles.max()) + 1)]
     out = []
     for _, idx in blocks:
         out.append([(*window(problem, idx if pos is None else idx[pos], halo_km, whole), pos)
-                    for pos, whole in prediction_groups(tiles, idx)])
+                    for pos, whole in prediction_groups(tiles, members, idx)])
     return out
 
 

@@ -250,19 +250,27 @@ def test_projected_grid_with_crs_argument_and_in_attrs():
 def test_default_tiles_span_tile_model_units():
     # 0.25° cells at 60°N are about twice as tall (28 km) as they are wide (14 km): a tile of
     # `tile` model units holds about twice as many cells along longitude as along latitude
+    from geonp.api import _plan
+    from geonp.model import resolve_model
+    from geonp.tiling import axis_tiles, tile_cells
+
     ds, _ = field(nlat=24, nlon=48, times=2, keep=0.25, lat0=60.0)
-    sizes = {}
-    for tile in (4.0, 8.0):
-        out = ds.np.infill("t2m", chunks={"time": 1}, tile=tile)  # lazy; space tiles by default
-        lat, lon = (max(c) for c in out.t2m_mean.data.chunks[1:])  # the tiles inside (the end ones are cut)
-        sizes[tile] = lat, lon
+    prepared, layout, _ = geonp.api._prepare(ds, "t2m", crs=None, covariates=None, land="auto")
+    problem, _ = _plan(prepared, layout, resolve_model("bsa-tnp"), "infill")
+    cells = {tile: tile_cells(problem, tile) for tile in (4.0, 8.0)}
+    for tile, (lat, lon) in cells.items():
         assert abs(lon - 2 * lat) <= 2
+        # the default output chunks are the tiles: equal to a cell, at most that size
+        out = ds.np.infill("t2m", chunks={"time": 1}, tile=tile)  # lazy; space tiles by default
+        for chunks, n, size in zip(out.t2m_mean.data.chunks[1:], (24, 48), (lat, lon)):
+            assert chunks == tuple(np.bincount(axis_tiles(n, size))) and max(chunks) <= size
     # twice the units, twice the cells (to rounding)
-    assert abs(sizes[8.0][0] - 2 * sizes[4.0][0]) <= 1 and abs(sizes[8.0][1] - 2 * sizes[4.0][1]) <= 1
-    assert sizes[8.0][1] < 48  # the grid is cut: it spans more than one tile
+    assert abs(cells[8.0][0] - 2 * cells[4.0][0]) <= 1 and abs(cells[8.0][1] - 2 * cells[4.0][1]) <= 1
+    assert cells[8.0][1] < 48  # the grid is cut: it spans more than one tile
     # chunks= for a space dim overrides the tile
     out = ds.np.infill("t2m", chunks={"time": 1, "longitude": 5}, tile=4.0)
-    assert out.t2m_mean.data.chunks[2][0] == 5 and max(out.t2m_mean.data.chunks[1]) == sizes[4.0][0]
+    assert out.t2m_mean.data.chunks[2][0] == 5 and out.t2m_mean.data.chunks[1] == tuple(np.bincount(
+        axis_tiles(24, cells[4.0][0])))
     # a grid smaller than one tile is one window, with or without tiles
     small_grid, _ = field()
     whole = small_grid.np.infill("t2m", chunks={"time": 1})

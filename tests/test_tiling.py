@@ -11,18 +11,15 @@ import geonp  # noqa: F401  registers ds.np
 from geonp.tiling import MIN_WINDOW_POINTS, axis_tiles
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 6, 16, 33, 49, 50, 129])
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 10, 128])
-def test_axis_tiles__symmetric_contiguous_and_about_size_cells(n, size):
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 16, 33, 49, 50, 129])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 10, 16, 128])
+def test_axis_tiles__equal_symmetric_contiguous_and_at_most_size_cells(n, size):
     ids = axis_tiles(n, size)
-    np.testing.assert_array_equal(ids[::-1], -ids)  # the same lattice read from either end
-    assert (np.diff(ids) >= 0).all() and set(np.diff(ids).tolist()) <= {0, 1}
-    counts = np.bincount(ids - ids.min())
-    if n <= size:
-        assert len(counts) == 1
-    else:  # inner tiles size (the middle one size + 1 at most), the end ones at least half a tile
-        assert counts[1:-1].max(initial=size) <= size + 1 and counts.max() <= 2 * size + 1
-        assert len(counts) == 1 or counts.min() >= size / 2
+    assert len(ids) == n and ids[0] == 0 and set(np.diff(ids).tolist()) <= {0, 1}  # contiguous, in order
+    counts = np.bincount(ids)
+    np.testing.assert_array_equal(counts, counts[::-1])  # the same lattice read from either end
+    assert counts.max() <= size and counts.max() - counts.min() <= 1  # no sliver at an edge
+    assert len(counts) <= -(-n // size) + 1
 
 
 def grid(nlat=20, nlon=26, times=2, keep=0.35, seed=3):
