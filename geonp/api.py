@@ -282,7 +282,8 @@ def forecast(
                               calibration=calibration)
     coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
     coords.update(space_coords(ds, layout))
-    coords["init_time"] = ("init_time", times[inits])
+    coords["init_time"] = ("init_time", times[inits], {"long_name": "forecast initial time",
+                                                       "standard_name": "forecast_reference_time"})
     lead_attrs = {"long_name": "lead time", "standard_name": "forecast_period"}
     if timeaxis.is_monthly(times):
         lead_attrs["comment"] = (f"lead k is k calendar months after init_time (valid_time); these values are k x the "
@@ -305,11 +306,18 @@ def forecast(
                                           shape=(len(leads),), dtype=np.float64)
     if trend_w is not None:
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
+    # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
+    out = out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
+        c in ("step", "time", "valid_time") or ds[c].attrs.get("standard_name") in _TIME_NAMES)])
     out = finish(out, layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")
     return out
+
+
+#: CF standard names of time coordinates a forecast output sets itself
+_TIME_NAMES = ("time", "forecast_period", "forecast_reference_time")
 
 
 def _reference_of(model: Model, reference: str | None) -> str:

@@ -382,6 +382,11 @@ def test_forecast_contract_and_errors(small):
     gappy = full.isel(time=[0, 1, 3])  # steps of 1 h and 2 h
     with pytest.raises(TimeAxisError, match="irregular \\(from 1 h to 2 h\\).*resample\\(time='1h'\\).asfreq"):
         gappy.np.forecast("t2m", hours=1)
+    # a reader's scalar time coordinate (cfgrib's step = 0, forecast_period) does not reach the output
+    grib_like = full.assign_coords(step=((), np.timedelta64(0, "h"), {"standard_name": "forecast_period"}))
+    out = grib_like.np.forecast("t2m", hours=2)
+    assert "step" not in out.coords and out.lead_time.attrs["standard_name"] == "forecast_period"
+    assert out.init_time.attrs["standard_name"] == "forecast_reference_time"
     # from the first frame there is one past frame: warned (its std comes out ~10 x too small on ERA5)
     with pytest.warns(geonp.ShortHistoryWarning, match="is the first time step of the data.*later init_time"):
         full.np.forecast("t2m", hours=1, init_time=ds.time.values[0])
