@@ -73,7 +73,8 @@ def check_archive(path: Path) -> None:
         )
     if path.is_dir():
         raise CheckpointError(
-            f"{path} is a directory; expected a checkpoint file. Pass the path of the file inside it."
+            f"{path} is a directory; expected a model file written by Model.save or `geonp fit --out` "
+            "(a data store such as a .zarr directory is an input, not a model)."
         )
     with open(path, "rb") as f:
         head = f.read(len(_ZIP_MAGIC))

@@ -65,10 +65,21 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
     return out if lazy else out.compute()
 
 
+#: CF attributes a latitude/longitude coordinate gets in the output when it has none of its own
+_CF_LATLON = {"y": {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude"},
+              "x": {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude"}}
+
+
 def space_coords(ds: xr.Dataset, layout: geo.Layout) -> dict:
-    """The coordinates of ``ds`` that lie on the space dims (copied to the output)."""
+    """The coordinates of ``ds`` that lie on the space dims (copied to the output).
+
+    Latitude and longitude without ``units`` (e.g. from a hand-made ``targets=``) get CF's.
+    """
     keep = {}
     for name, c in ds.coords.items():
         if set(c.dims) <= set(layout.space_dims) and c.dims:
+            axis = "y" if name == layout.y else "x" if name == layout.x else None
+            if layout.geographic and axis and "units" not in c.attrs:
+                c = c.copy().assign_attrs({**_CF_LATLON[axis], **c.attrs})
             keep[name] = c
     return keep

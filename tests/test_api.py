@@ -230,6 +230,9 @@ def test_stations_to_grid_targets():
     out = st.np.infill("tmax", targets=grid)
     assert out.tmax_mean.dims == ("time", "lat", "lon") and "tmax_filled" not in out
     assert np.isfinite(out.tmax_mean).all()
+    # the targets' bare coordinates get CF's attributes in the output (a CF-1.8 file)
+    assert out.lat.attrs["units"] == "degrees_north" and out.lon.attrs["standard_name"] == "longitude"
+    assert not grid.lat.attrs  # the user's own targets are not modified
 
 
 def test_projected_grid_with_crs_argument_and_in_attrs():

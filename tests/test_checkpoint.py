@@ -151,7 +151,8 @@ def test_load_model__missing_file(tmp_path):
 
 def test_load_model__directory(tmp_path):
     """A directory is not a checkpoint file."""
-    with pytest.raises(CheckpointError, match="is a directory"):
+    with pytest.raises(CheckpointError, match="is a directory; expected a model file written by Model.save.*"
+                                              "is an input, not a model"):
         load_model(tmp_path)
 
 
