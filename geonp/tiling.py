@@ -1,7 +1,8 @@
 """Output blocks, prediction groups and their context windows (numpy only, no torch).
 
 The target points are cut into **tiles** of about ``tile`` model units, laid out over the whole
-grid (or station set) symmetrically about its middle (:func:`axis_tiles`). A prediction's output
+grid symmetrically about its middle (:func:`axis_tiles`), or over a station network's extent
+(:func:`tile_ids`). A prediction's output
 is cut into **blocks** (dask chunks: ``chunks=``, the input's own chunks, or by default the tiles
 themselves). Each block is predicted in **groups**, its intersections with the tiles, each from
 the **window** of its whole tile: the source points within the tile's reach plus a ``halo``. So
@@ -121,7 +122,7 @@ def tile_ids(problem: Problem, cells: tuple[int, ...], tile: float) -> np.ndarra
     else:
         km = np.asarray(Frame("aeqd", *frames.centre_of(space.lon, space.lat)).to_km(space.lon, space.lat))
     lo, extent = km.min(0), km.max(0) - km.min(0)
-    count = np.maximum(1, np.ceil(extent / (tile * problem.unit_km)))  # squares along each axis
+    count = np.maximum(1, np.ceil(extent / (tile * problem.unit_km)))  # rectangles along each axis
     width = np.where(extent > 0, extent / count, 1.0)
     return np.minimum(np.floor((km - lo) / width), count - 1).astype(np.int64)
 
