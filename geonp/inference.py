@@ -192,8 +192,9 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None) -> np.ndarray:
     if empty:
         warnings.warn(
             f"{empty} of {n_out} frames of a block have no observation within their window "
-            f"({n_tgt} points each): their mean and std are NaN. Widen time_window= (or context_frames=) or "
-            "halo= to predict them.", NoContextWarning, stacklevel=2,
+            f"({n_tgt} points each): their mean and std are NaN. Widen time_window= (or context_frames=), or "
+            "halo= or tile= (a small tile inside a large gap sees no data), to predict them.", NoContextWarning,
+            stacklevel=2,
         )
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
