@@ -204,14 +204,17 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 # ------------------------------------------------------------------------------------------ commands
 
 
-def _refuse_existing(path: str, args: argparse.Namespace) -> Path:
-    """Fail fast, before any computation, when the output exists (the same message as geonp.to_zarr)."""
-    from .io.zarr import check_new_path
+def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) -> Path:
+    """Fail fast, before any computation, when the output exists or (a Zarr ``store``) is named like another format.
 
-    out = check_new_path(path, args.overwrite)
-    if getattr(args, "input", None) is not None and out.resolve() == Path(args.input).expanduser().resolve():
+    The same checks and messages as geonp.to_zarr (``store=False``: a model file, existence only).
+    """
+    from .io.zarr import check_new_path, check_store_path
+
+    given = getattr(args, "input", None)
+    if given is not None and Path(path).expanduser().resolve() == Path(given).expanduser().resolve():
         raise ConfigError(f"--out {path!r} is the input; choose another output path.")
-    return out
+    return check_store_path(path, args.overwrite) if store else check_new_path(path, args.overwrite)
 
 
 def _open(args: argparse.Namespace, chunks):
@@ -283,7 +286,7 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     start = time.perf_counter()
     if args.max_time is None and args.steps is None:
         raise ConfigError("fit needs a budget: pass --max-time (e.g. 10min) and/or --steps (e.g. 2000).")
-    out = _refuse_existing(args.out, args)
+    out = _refuse_existing(args.out, args, store=False)
     ds = _open(args, None)
     model = api.fit(ds, args.var, model=args.model, task=args.task, max_time=args.max_time, steps=args.steps,
                     seed=args.seed, covariates=args.covariates, crs=args.crs, device=args.device,

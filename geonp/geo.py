@@ -119,9 +119,10 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
         if var is None:
             numeric = [v for v in data_vars if np.issubdtype(ds[v].dtype, np.number) and ds[v].ndim > 0]
             if len(numeric) != 1:
+                example = numeric[0] if numeric else "t2m"
                 raise VariableNotFoundError(
                     f"the dataset has {len(numeric)} numeric data variables {numeric}; expected one, "
-                    f"or name it: e.g. ds.np.infill({(numeric or ['t2m'])[0]!r}) or --var {(numeric or ['t2m'])[0]}."
+                    f"or name it: e.g. ds.np.infill({example!r}) or --var {example}."
                 )
             var = numeric[0]
         elif var not in ds.data_vars:

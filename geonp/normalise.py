@@ -14,7 +14,7 @@ No torch here.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -48,10 +48,9 @@ def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
     l_ok = basis.l0 is not None and lt is not None and np.isfinite(lt).all()
     if not (e_ok or l_ok):
         return None
-    return StaticBasis(basis.e0 if e_ok else None, basis.e_powers if e_ok else 0,
-                       basis.l0 if l_ok else None, basis.l_powers if l_ok else 0,
-                       basis.xy0 if e_ok else None, basis.xy_scale,
-                       basis.u_range if e_ok else None, basis.v_range if l_ok else None)
+    without_e = {} if e_ok else dict(e0=None, e_powers=0, xy0=None, u_range=None)
+    without_l = {} if l_ok else dict(l0=None, l_powers=0, v_range=None)
+    return replace(basis, **without_e, **without_l)
 
 
 def _per_lead(table, lead_frames) -> np.ndarray:

@@ -135,12 +135,10 @@ def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[
     """
     per_dim = []
     for d, n, size in zip(space.dims, space.shape, default):
-        if chunks.get(d):
-            size = int(chunks[d])
-            per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
-        elif space.is_grid:
+        if space.is_grid and not chunks.get(d):
             per_dim.append(_runs(axis_tiles(n, size)))
         else:
+            size = int(chunks.get(d) or size)
             per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
     grid = np.arange(space.size).reshape(space.shape)
     return [(sl, grid[sl].reshape(-1)) for sl in itertools.product(*per_dim)]

@@ -56,7 +56,7 @@ class StaticBasis:
     the elevation powers above the first continue along their tangent there, so the lapse rate
     stays linear above the highest station. A quadratic land trend fitted in a small window whose
     land fractions span 0.87–1 put a target at sea 90 K off before (``tile=3`` on the ERA5
-    block, docs/benchmarks.md, "Small windows").
+    block, docs/benchmarks.md, "Tiles over the whole grid").
     """
 
     e0: float | None

@@ -372,6 +372,10 @@ def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_pa
     assert main(["forecast", str(nc), "--hours", "1", "--out", str(out)]) == 2
     _one_error_line(capsys)
     assert _tree(out) == before
+    # a store named like another format is refused the same way, before computing (and writes nothing)
+    assert main(["infill", str(nc), "--out", str(tmp_path / "out.nc")]) == 2
+    assert "ends in '.nc', but geonp writes Zarr stores" in _one_error_line(capsys)
+    assert not (tmp_path / "out.nc").exists()
 
 
 def test_cli__missing_input_file(tmp_path, capsys):

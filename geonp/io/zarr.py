@@ -82,6 +82,23 @@ _OTHER_FORMATS = frozenset({".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".
                             ".tif", ".tiff", ".csv", ".png"})
 
 
+def check_store_path(path: str | os.PathLike, overwrite: bool) -> Path:
+    """:func:`check_new_path` for a Zarr store, which may not be named like a file of another format.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...).
+    OutputExistsError
+        ``path`` exists and ``overwrite`` is ``False``.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix in _OTHER_FORMATS:
+        raise ConfigError(f"output path {str(path)!r} ends in {suffix!r}, but geonp writes Zarr stores; expected a "
+                          "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
+    return check_new_path(path, overwrite)
+
+
 def to_zarr(
     ds: xr.Dataset | xr.DataArray,
     path: str | os.PathLike,
@@ -129,11 +146,7 @@ def to_zarr(
     if not isinstance(ds, (xr.Dataset, xr.DataArray)):
         raise VariableTypeError(f"to_zarr got a {type(ds).__name__}; expected an xarray Dataset or DataArray, e.g. "
                                 "the result of ds.np.infill(...) or xr.DataArray(values, dims=...).")
-    suffix = Path(path).suffix.lower()
-    if suffix in _OTHER_FORMATS:
-        raise ConfigError(f"output path {str(path)!r} ends in {suffix!r}, but geonp writes Zarr stores; expected a "
-                          "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
-    path = check_new_path(path, overwrite)
+    path = check_store_path(path, overwrite)
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
     prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")
