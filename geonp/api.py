@@ -152,8 +152,8 @@ def infill(
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
                        has_land=layout.land is not None)
     lazy = ds[layout.var].chunks is not None or chunks is not None
-    chunk_map = chunk_sizes(chunks, layout, ds)
     target = geo.describe_targets(targets, crs, land) if targets is not None else None
+    chunk_map = chunk_sizes(chunks, layout, ds, None if target is None else target[1].space_dims)
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
                                  "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")

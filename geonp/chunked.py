@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import dask
@@ -94,6 +94,11 @@ class Problem:
     times: np.ndarray | None  # datetime64 [T] or None
     hours: np.ndarray  # [T] hours since 1970
     extra_shape: tuple[int, ...]
+
+    @property
+    def fill_gaps(self) -> bool:
+        """Whether the targets are the source's own points (filling its gaps), not ``targets=``."""
+        return self.target is self.source
 
     @property
     def t_units(self) -> np.ndarray:
@@ -219,7 +224,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                          "tile_shape": shape if sub is None else (len(sub),), "device": device,
                          "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None,
                          "groups": [g - lo for g in fgroups] if group > 1 else None,
-                         "fill_gaps": problem.target is problem.source}
+                         "fill_gaps": problem.fill_gaps}
                     parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
                 blk = combine(parts, groups, (len(fr), *shape), 1)
                 full = (1,) * len(e) + (len(fr),) + shape
@@ -289,10 +294,12 @@ def _with_fields(base: dict, fields: dict) -> dict:
     return {**base, **fields}
 
 
-def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset) -> dict:
+def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset, target_dims: Sequence[str] | None = None) -> dict:
     """Normalise ``chunks=`` to {"__time__": frames, <space dim>: size, "init_time": n}.
 
-    Dims that ``chunks=`` leaves unset take the input's own dask chunks, if any.
+    Dims that ``chunks=`` leaves unset take the input's own dask chunks, if any. ``target_dims``:
+    the space dims of ``targets=`` when the output lies there (stations → grid); ``chunks=`` then
+    names those, and the input's own space chunks do not apply to them.
 
     Raises
     ------
@@ -301,10 +308,11 @@ def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset) -> dict:
     """
     data_chunks = _input_chunks(ds, layout)
     out: dict[str, int] = {}
+    space_dims = layout.space_dims if target_dims is None else tuple(target_dims)
     if data_chunks is not None:  # the input's own dask chunks along time and space
         dims = [*layout.extra_dims, layout.time or "__time__", *layout.space_dims]
         for d, c in zip(dims, data_chunks):
-            if d not in layout.extra_dims:
+            if d not in layout.extra_dims and (target_dims is None or d not in layout.space_dims):
                 out["__time__" if d == layout.time else d] = int(max(c))
     if chunks is None:
         return out
@@ -314,7 +322,7 @@ def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset) -> dict:
     if not isinstance(chunks, Mapping):
         raise ConfigError(f"chunks={chunks!r}; expected an int (frames per chunk) or a dict such as "
                           "{'time': 24, 'latitude': 64, 'longitude': 64}.")
-    known = {layout.time, *layout.space_dims, "init_time", *layout.extra_dims} - {None}
+    known = {layout.time, *space_dims, "init_time", *layout.extra_dims} - {None}
     for k, v in chunks.items():
         if k not in known:
             raise ConfigError(f"chunks has dim {k!r}; expected some of {sorted(known)}.")

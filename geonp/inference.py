@@ -240,15 +240,33 @@ def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | N
     return task.select_targets(np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions]))
 
 
-def _window_gap(window: Window, n_source: int, group: np.ndarray) -> np.ndarray:
-    """The distance (model units) from each missing source point of ``group``'s frames to that frame's data."""
+def _window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndarray | None = None) -> np.ndarray:
+    """The distance (model units) from ``points`` to the data of each of ``group``'s frames.
+
+    ``points`` (model units): a whole tile's targets; by default each frame's missing source points.
+    """
     out = [np.zeros(0)]
     xy = window.xy[:n_source]
     for f in np.atleast_1d(group):
         ok = np.isfinite(window.values[f, :n_source])
-        if ok.any() and not ok.all():
-            out.append(nearest_distance(xy[~ok], xy[ok]))
+        if ok.any() and (points is not None or not ok.all()):
+            out.append(nearest_distance(xy[~ok] if points is None else points, xy[ok]))
     return np.concatenate(out)
+
+
+def _deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> list:
+    """Per frame group, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
+
+    The same for every block that holds a part of the group's tile, so that the decision does not
+    depend on how chunks cut tiles: filling gaps, those of every missing point of the window; at
+    ``targets=``, those of the whole tile's targets (``meta["reach_xy"]``, when the block holds a part).
+    """
+    if meta.get("fill_gaps"):
+        return [_window_gap(window, n_source, g) for g in groups]
+    if "reach_xy" in meta:
+        return [None if gap is None else _window_gap(window, n_source, g, meta["reach_xy"])
+                for g, gap in zip(groups, gaps)]
+    return list(gaps)
 
 
 @_releasing_memory
@@ -268,10 +286,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     # each target's distance to its frame's context (model units, before any coarsening): for the std
     # factors per gap size, and for coarsening when predicting at other points than the data's own
     gaps = [None if t is None or (fill_gaps and not norm.gap_std_scale) else gap_to_context(t) for t in tasks]
-    # the whole group decides the coarsening (as in every block that holds one of its frames); filling
-    # gaps, the deepest gap of the whole window does, so that it does not depend on how chunks cut tiles
     n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
-    deep = [_window_gap(window, n_source, g) if fill_gaps else gap for g, gap in zip(groups, gaps)]
+    deep = _deepest_gaps(window, n_source, groups, gaps, meta)
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]

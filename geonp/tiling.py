@@ -189,6 +189,8 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
         "ctx_land": None if src.land is None else src.land[ctx_idx],
         "tgt_land": None if tgt.land is None else tgt.land[tile_idx],
     }
+    if len(reach_idx) != len(tile_idx) and not problem.fill_gaps:  # a part of the tile: the whole decides
+        meta["reach_xy"] = km_of(tgt, reach_idx) / unit         # the coarsening (inference._deepest_gaps)
     return sel, meta
 
 

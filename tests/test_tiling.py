@@ -8,6 +8,7 @@ import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
+from geonp.errors import ConfigError
 from geonp.tiling import MIN_WINDOW_POINTS, axis_tiles
 
 
@@ -83,3 +84,23 @@ def test_station_windows_at_the_edge_of_a_network_hold_enough_stations():
         assert np.abs(out.tmax_mean.values[hidden] - v[hidden]).max() < 1.0, tile
         shuffled = st.isel(station=rng.permutation(n)).np.infill("tmax", tile=tile).sortby("station")
         np.testing.assert_allclose(shuffled.tmax_mean, out.tmax_mean, atol=2e-4)
+
+
+def test_targets__chunks_that_cut_a_tile_deep_in_a_hole_give_the_same_numbers():
+    # a tile whose targets lie far from every observation is predicted in coarser units
+    # (geonp.data.coarsen_far); with targets= the decision used to be each chunk's own, so chunks
+    # that cut such a tile predicted its two parts in different units
+    rng = np.random.default_rng(2)
+    n = 150
+    lat, lon = 50.0 + 1.5 * rng.random(n), -6.0 + 2.5 * rng.random(n)  # the south-west corner only
+    v = (285 + np.sin(lat * 2.0) + np.cos(lon * 1.5)).astype("float32")
+    st = xr.Dataset({"t2m": (("station",), v, {"units": "K"})},
+                    coords={"station": np.arange(n), "lat": ("station", lat), "lon": ("station", lon)})
+    targets = xr.Dataset(coords={"lat": 50.0 + 0.25 * np.arange(24), "lon": -6.0 + 0.25 * np.arange(30)})
+    whole = st.np.infill("t2m", targets=targets, tile=2.0, halo=1.0)
+    with pytest.raises(ConfigError, match=r"chunks has dim 'station'; expected some of \['init_time', 'lat', 'lon'\]"):
+        st.np.infill("t2m", targets=targets, chunks={"station": 10})  # the output has the targets' dims
+    for chunks in ({"lat": 5, "lon": 7}, {"lat": 13}):
+        part = st.np.infill("t2m", targets=targets, tile=2.0, halo=1.0, chunks=chunks)
+        np.testing.assert_allclose(part.t2m_mean.compute(), whole.t2m_mean, atol=2e-4)
+        np.testing.assert_allclose(part.t2m_std.compute(), whole.t2m_std, atol=2e-4)
