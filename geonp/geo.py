@@ -269,7 +269,7 @@ def describe(
         raise CoordinateError(f"coordinates {x!r}/{y!r} span dims {space_dims}; expected one station dim or two grid "
                               "dims of the variable.")
     extra = tuple(str(d) for d in da.dims if d not in space_dims and d != time)
-    elev = elevation_name(ds, set(space_dims), elevation)
+    elev = elevation_name(ds, set(space_dims), elevation, var)
     mask = land_name(ds, set(space_dims), time, land, var)
     layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask)
     _check_coordinates(ds, layout)

@@ -13,6 +13,8 @@ within one cell. Data without a mask get one from the bundled global land fracti
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import xarray as xr
 
@@ -55,8 +57,13 @@ def _find_named(ds: xr.Dataset, names: tuple, standard_names: tuple, usable) -> 
 
 
 def _is_mask(v: xr.DataArray, space_dims: set, time: str | None) -> bool:
+    """On the space dims (and perhaps time), with numbers or booleans (``frac > 0.5``: 0 sea, 1 land)."""
     dims = set(v.dims)
-    return bool(dims & space_dims) and dims <= space_dims | {time} and np.issubdtype(v.dtype, np.number)
+    return bool(dims & space_dims) and dims <= space_dims | {time} and _is_numeric_or_bool(v)
+
+
+def _is_numeric_or_bool(v: xr.DataArray) -> bool:
+    return np.issubdtype(v.dtype, np.number) or np.issubdtype(v.dtype, np.bool_)
 
 
 def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: str | bool | None = "data",
@@ -90,8 +97,9 @@ def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: st
                                         f"found {sorted(map(str, ds.variables))}. Expected one of them or "
                                         f"{list(LAND_OPTIONS)}.")
         if not _is_mask(ds[land], space_dims, time):
-            raise CoordinateError(f"land-sea mask {land!r} has dims {ds[land].dims}; expected numeric values on the "
-                                  f"space dims {sorted(space_dims)} (and perhaps time).")
+            raise CoordinateError(f"land-sea mask {land!r} has dims {ds[land].dims} and dtype {ds[land].dtype}; "
+                                  f"expected numeric or boolean values on the space dims {sorted(space_dims)} (and "
+                                  "perhaps time). Pass the land fraction of each point, 0 (sea) to 1 (land).")
         return land
     found = _find_named(ds, _LAND_NAMES, _LAND_STANDARD_NAMES,
                         lambda key, v: key != var and _is_mask(v, space_dims, time))
@@ -137,32 +145,99 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
     return values.reshape(-1)
 
 
-def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None) -> str | None:
+def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None, var: str | None = None) -> str | None:
     """The elevation to use: a variable or coordinate of ``ds``, or ``None``.
 
     A given ``name`` must be a variable or coordinate on ``space_dims``; without one, a numeric one on
-    the space dims is found by name or CF standard name (surface geopotential included).
+    the space dims is found by name or CF standard name (surface geopotential included). The variable
+    being predicted, ``var``, is never its own elevation (infilling a DEM called ``elevation`` or a
+    geopotential ``z``).
 
     Raises
     ------
     VariableNotFoundError, CoordinateError
-        A named elevation that is missing, or not on the space dims.
+        A named elevation that is missing, not on the space dims, or ``var`` itself.
+    ConfigError
+        The elevation's units are not a length or geopotential (:func:`elevation_factor`).
     """
     if name is not None:
-        if name not in ds.variables:
-            raise VariableNotFoundError(f"elevation {name!r} is not a variable or coordinate of the dataset; "
-                                        f"found {sorted(map(str, ds.variables))}.")
-        if not set(ds[name].dims) <= space_dims or not ds[name].dims:
-            raise CoordinateError(f"elevation {name!r} has dims {ds[name].dims}; expected dims among the space "
-                                  f"dims {sorted(space_dims)}.")
-        return name
-    return _find_named(ds, _ELEVATION_NAMES + _GEOPOTENTIAL_NAMES, _ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
-                       lambda key, v: bool(v.dims) and set(v.dims) <= space_dims
-                       and np.issubdtype(v.dtype, np.number))
+        _check_named_elevation(ds, space_dims, name, var)
+        found = name
+    else:
+        found = _find_named(ds, _ELEVATION_NAMES + _GEOPOTENTIAL_NAMES,
+                            _ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
+                            lambda key, v: key != var and bool(v.dims) and set(v.dims) <= space_dims
+                            and np.issubdtype(v.dtype, np.number))
+    if found is not None:
+        elevation_factor(found, ds[found])  # refuse latitude, temperature, ... before any computation
+    return found
+
+
+def _check_named_elevation(ds: xr.Dataset, space_dims: set, name: str, var: str | None) -> None:
+    if name not in ds.variables:
+        raise VariableNotFoundError(f"elevation {name!r} is not a variable or coordinate of the dataset; "
+                                    f"found {sorted(map(str, ds.variables))}.")
+    if name == var:
+        raise CoordinateError(f"elevation {name!r} is the variable being predicted; a variable cannot be its own "
+                              "covariate. Drop covariates= (or --covariates) or name another elevation variable.")
+    if not set(ds[name].dims) <= space_dims or not ds[name].dims:
+        raise CoordinateError(f"elevation {name!r} has dims {ds[name].dims}; expected dims among the space "
+                              f"dims {sorted(space_dims)}.")
+
+
+#: lengths an elevation may be given in, and their size in metres
+_LENGTH_UNITS = {
+    "m": 1.0, "metre": 1.0, "metres": 1.0, "meter": 1.0, "meters": 1.0, "gpm": 1.0,
+    "km": 1000.0, "kilometre": 1000.0, "kilometres": 1000.0, "kilometer": 1000.0, "kilometers": 1000.0,
+    "dam": 10.0, "ft": 0.3048, "feet": 0.3048, "foot": 0.3048, "international_foot": 0.3048,
+}
+#: unit symbols with their powers: "m2 s-2", "m**2/s**2", "m^2 s^-2", "m+2 s-2", "J/kg"
+_UNIT_TOKEN = re.compile(r"(/)|([a-z]+)\s*(?:\*\*|\^)?\s*([+-]?\d+)?")
+_GEOPOTENTIAL_UNITS = ({"m": 2, "s": -2}, {"j": 1, "kg": -1})
+
+
+def _unit_powers(units: str) -> dict[str, int]:
+    """The symbols of ``units`` with their powers, e.g. ``{"m": 2, "s": -2}`` for ``"m**2/s**2"``."""
+    powers: dict[str, int] = {}
+    sign = 1
+    for divide, symbol, power in _UNIT_TOKEN.findall(units.lower()):
+        if divide:
+            sign = -1
+            continue
+        powers[symbol] = powers.get(symbol, 0) + sign * int(power or 1)
+    return {k: p for k, p in powers.items() if p}
+
+
+def elevation_factor(name: str, v: xr.DataArray) -> float:
+    """What to multiply elevation ``v`` by to get metres: 1/g for geopotential, 1000 for km, 0.3048 for feet.
+
+    No units count as metres; a length may be followed by words (``"m above sea level"``).
+
+    Raises
+    ------
+    ConfigError
+        Units that are neither a length nor geopotential (``degrees_north``, ``K``, ...): another
+        coordinate (e.g. latitude) was named as the elevation, or its units need fixing.
+    """
+    units = str(v.attrs.get("units", "")).strip()
+    if str(name).lower() in _GEOPOTENTIAL_NAMES or _attr(v, "standard_name") in _GEOPOTENTIAL_NAMES:
+        return 1.0 / G0
+    if not units:
+        return 1.0
+    if _unit_powers(units) in _GEOPOTENTIAL_UNITS:
+        return 1.0 / G0
+    words = units.lower().split()
+    if words[0] in _LENGTH_UNITS and not any(c.isdigit() or c in "/*^" for c in units):  # not "m s-1"
+        return _LENGTH_UNITS[words[0]]
+    raise ConfigError(
+        f"elevation {name!r} has units {units!r}; expected a length (m, km, ft) or a geopotential (m2 s-2). "
+        "Only elevation (or surface geopotential) can be the elevation covariate: name another variable (e.g. "
+        f"covariates='orography'), drop {name!r} to predict without elevation, or if it is elevation convert it "
+        f"to metres and set ds[{name!r}].attrs['units'] = 'm'.")
 
 
 def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
-    """Elevation in metres on the space dims (geopotential converted), or ``None``."""
+    """Elevation in metres on the space dims (geopotential, km and feet converted), or ``None``."""
     if layout.elevation is None:
         return None
     v = ds[layout.elevation]
@@ -175,11 +250,4 @@ def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
                               f"of {layout.var!r}'s grid or stations; expected a value at every point. A DEM that "
                               "covers only part of the data, or another grid, leaves holes: pass one on the data's "
                               "own coordinates (e.g. dem.interp_like(ds)), or fill its gaps (e.g. with 0 at sea).")
-    name = layout.elevation.lower()
-    if name in _GEOPOTENTIAL_NAMES or _attr(v, "standard_name") in _GEOPOTENTIAL_NAMES or _attr(v, "units") in (
-        "m**2 s**-2", "m2 s-2", "m^2/s^2"
-    ):
-        values = values / G0
-    if _attr(v, "units") in ("km", "kilometres", "kilometers"):
-        values = values * 1000.0
-    return values
+    return values * elevation_factor(layout.elevation, v)

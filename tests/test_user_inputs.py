@@ -1,0 +1,100 @@
+"""Inputs new users give: a DEM infilled itself, boolean masks, elevation units, undecoded times, odd longitudes."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geonp  # noqa: F401  registers ds.np
+from geonp.errors import ConfigError, CoordinateError
+from geonp.geo import describe
+from geonp.surface import G0, find_elevation, find_land
+
+
+def hills(name="elevation", units="m", seed=0):
+    """A gappy smooth DEM-like field on a 0.25° grid (half of the cells missing)."""
+    lat = 50.0 + 0.25 * np.arange(14)
+    lon = -6.0 + 0.25 * np.arange(16)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    truth = 800 * np.exp(-((la - 51.5) ** 2 + (lo + 4) ** 2) / 2) + 100 * np.sin(lo * 2) ** 2
+    keep = np.random.default_rng(seed).random(truth.shape) < 0.5
+    da = xr.DataArray(np.where(keep, truth, np.nan).astype("float32"), dims=("latitude", "longitude"),
+                      coords={"latitude": lat, "longitude": lon}, name=name, attrs={"units": units})
+    return da, truth, keep
+
+
+@pytest.mark.parametrize("name, units", [("elevation", "m"), ("z", "m**2 s**-2")])
+def test_infill__a_variable_named_like_elevation_is_not_its_own_covariate(name, units):
+    """Filling the gaps of a DEM called ``elevation``, or of geopotential ``z``, works and fills every gap."""
+    da, truth, keep = hills(name, units)
+    assert describe(da)[1].elevation is None
+    out = da.np.infill(land="none", calibrate=False)
+    mean = out[f"{name}_mean"].values
+    assert np.isfinite(mean).all()
+    rmse = float(np.sqrt(np.mean((mean - truth)[~keep] ** 2)))
+    assert rmse < 0.5 * float(np.std(truth[~keep]))  # it did learn the field from its neighbours
+    ref = da.rename("dem").np.infill(land="none", calibrate=False)  # the same values under a neutral name
+    np.testing.assert_allclose(mean, ref.dem_mean.values, rtol=1e-6)
+
+
+def test_describe__naming_the_variable_as_its_own_elevation_is_refused():
+    da, _, _ = hills()
+    with pytest.raises(CoordinateError, match="'elevation' is the variable being predicted"):
+        describe(da, elevation="elevation")
+
+
+def test_infill__a_boolean_land_sea_mask_equals_the_same_mask_as_numbers():
+    da, _, _ = hills("t2m", "K")
+    ds = (da / 100 + 280).to_dataset()
+    land = xr.DataArray(np.broadcast_to(ds.longitude.values > -4.6, da.shape), dims=("latitude", "longitude"))
+    results = {}
+    for kind in ("bool", "int8", "float32"):
+        masked = ds.assign_coords(lsm=land.astype(kind))
+        assert describe(masked, "t2m")[1].land == "lsm"
+        assert describe(masked, "t2m", land="lsm")[1].land == "lsm"
+        np.testing.assert_array_equal(find_land(masked, describe(masked, "t2m")[1]),
+                                      find_land(ds.assign_coords(lsm=land.astype("float64")),
+                                                describe(masked, "t2m")[1]))
+        results[kind] = masked.np.infill("t2m", calibrate=False, land="data").t2m_mean.values
+    np.testing.assert_array_equal(results["bool"], results["int8"])
+    np.testing.assert_array_equal(results["bool"], results["float32"])
+    plain = ds.np.infill("t2m", calibrate=False, land="none").t2m_mean.values
+    assert not np.array_equal(results["bool"], plain)  # the mask was used
+
+
+def test_a_named_mask_of_text_names_its_dtype():
+    da, _, _ = hills("t2m", "K")
+    text = da.to_dataset().assign_coords(lsm=xr.full_like(da, "", dtype="<U4"))
+    with pytest.raises(CoordinateError, match="dtype <U4; expected numeric or boolean"):
+        describe(text, "t2m", land="lsm")
+
+
+@pytest.mark.parametrize("units, factor", [
+    ("m**2 s**-2", 1 / G0), ("m2 s-2", 1 / G0), ("m^2/s^2", 1 / G0), ("m2/s2", 1 / G0), ("m**2/s**2", 1 / G0),
+    ("m2 s**-2", 1 / G0), ("m^2 s^-2", 1 / G0), ("J kg-1", 1 / G0), ("m", 1.0), ("metres above sea level", 1.0),
+    ("", 1.0), ("km", 1000.0), ("ft", 0.3048), ("feet", 0.3048), ("foot", 0.3048),
+])
+def test_find_elevation__converts_geopotential_km_and_feet_to_metres(units, factor):
+    da, _, _ = hills("t2m", "K")
+    elev = xr.DataArray(np.arange(da.size, dtype=float).reshape(da.shape), dims=da.dims, attrs={"units": units})
+    ds, layout = describe(da.to_dataset().assign_coords(orography=elev))
+    assert layout.elevation == "orography"
+    np.testing.assert_allclose(find_elevation(ds, layout), elev.values * factor)
+
+
+@pytest.mark.parametrize("units", ["degrees_north", "degrees_east", "degree", "radian", "K", "degC", "m s-1"])
+def test_describe__an_elevation_that_is_not_a_length_is_refused(units):
+    da, _, _ = hills("t2m", "K")
+    elev = xr.DataArray(np.ones(da.shape), dims=da.dims, attrs={"units": units})
+    with pytest.raises(ConfigError, match=f"elevation 'height' has units '{units}'; expected a length"):
+        describe(da.to_dataset().assign_coords(height=elev))
+
+
+def test_infill__latitude_named_as_the_elevation_covariate_is_refused():
+    """``geonp --covariates lat`` used latitude as elevation in metres; it is refused now."""
+    da, _, _ = hills("t2m", "K")
+    ds = da.to_dataset()
+    ds.latitude.attrs["units"] = "degrees_north"
+    with pytest.raises(ConfigError, match="elevation 'latitude' has units 'degrees_north'"):
+        ds.np.infill("t2m", covariates="latitude", calibrate=False)
