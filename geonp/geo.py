@@ -222,8 +222,12 @@ def describe(
         duplicate grid or time coordinates.
     CRSError
         Projected x/y coordinates without a CRS.
+    TimeAxisError
+        A time coordinate held as numbers with CF units (``"hours since ..."``) that cannot be
+        decoded; decodable ones are decoded (:func:`geonp.timeaxis.decode_cf_times`).
     """
     ds, var = select_variable(obj, var)
+    ds = timeaxis.decode_cf_times(ds, ds[var].dims)  # e.g. opened with decode_times=False
     ds = _promote_time(ds, ds[var])
     da = ds[var]
     dims = set(da.dims)

@@ -10,10 +10,12 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from .errors import ConfigError, ShortHistoryWarning, TimeAxisError
 
-__all__ = ["is_time", "is_cftime", "steps_seconds", "time_hours", "time_step_hours", "check_regular", "is_monthly",
+__all__ = ["is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
+           "time_hours", "time_step_hours", "check_regular", "is_monthly",
            "lead_count", "valid_times", "warn_short_history"]
 
 #: shortest and longest step of an axis of calendar months, in hours
@@ -31,6 +33,45 @@ def is_time(values) -> bool:
 def is_cftime(value) -> bool:
     """Whether ``value`` is a cftime date (climate-model calendars: noleap, 360_day, ...)."""
     return hasattr(value, "calendar") and hasattr(value, "dayofyr")
+
+
+def is_cf_numeric_time(c: xr.DataArray) -> bool:
+    """Whether ``c`` holds numbers with CF time units (``"hours since 2019-03-01"``): times not decoded yet."""
+    units = str(c.attrs.get("units", "")).lower()
+    return " since " in units and np.issubdtype(c.dtype, np.number)
+
+
+def decode_cf_times(ds: xr.Dataset, dims) -> xr.Dataset:
+    """``ds`` with its coordinates on ``dims`` that are CF times still held as numbers decoded to dates.
+
+    A file opened with ``decode_times=False`` keeps ``time`` as, e.g., hours since a date; decoded, it
+    is the time axis (datetime64, or cftime dates for other calendars) rather than an extra dim.
+
+    Raises
+    ------
+    TimeAxisError
+        The units or calendar cannot be decoded.
+    """
+    decoded = {}
+    for name, c in ds.coords.items():
+        if c.ndim >= 1 and set(c.dims) <= set(dims) and is_cf_numeric_time(c):
+            decoded[name] = _decode(str(name), c)
+    return ds.assign_coords(decoded) if decoded else ds
+
+
+def _decode(name: str, c: xr.DataArray) -> xr.Variable:
+    try:
+        return xr.decode_cf(xr.Dataset(coords={name: c.variable}))[name].variable
+    except (ValueError, TypeError, OverflowError) as exc:  # xarray's errors for units/calendars it cannot read
+        raise TimeAxisError(
+            f"time coordinate {name!r} holds numbers ({c.dtype}) with units {c.attrs.get('units')!r}"
+            f"{_calendar(c)} that could not be decoded to dates ({exc}); expected datetimes. Decode them with "
+            "ds = xr.decode_cf(ds) (use_cftime=True for other calendars), or fix the units/calendar attributes, "
+            f"or assign dates: ds.assign_coords({name}=pd.date_range(...)).") from exc
+
+
+def _calendar(c: xr.DataArray) -> str:
+    return f" and calendar {c.attrs['calendar']!r}" if "calendar" in c.attrs else ""
 
 
 def steps_seconds(t: np.ndarray) -> np.ndarray:

@@ -3,11 +3,12 @@
 import pyproj  # noqa: F401  isort: skip
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
-from geonp.errors import ConfigError, CoordinateError
+from geonp.errors import ConfigError, CoordinateError, TimeAxisError
 from geonp.geo import describe
 from geonp.surface import G0, find_elevation, find_land
 
@@ -98,3 +99,48 @@ def test_infill__latitude_named_as_the_elevation_covariate_is_refused():
     ds.latitude.attrs["units"] = "degrees_north"
     with pytest.raises(ConfigError, match="elevation 'latitude' has units 'degrees_north'"):
         ds.np.infill("t2m", covariates="latitude", calibrate=False)
+
+
+def frames(times=6, seed=1, keep=0.3):
+    """A gappy smooth temperature field on hourly frames from 2019-03-01 (datetime time)."""
+    lat = 50.0 + 0.25 * np.arange(10)
+    lon = -6.0 + 0.25 * np.arange(12)
+    k, la, lo = np.meshgrid(np.arange(times), lat, lon, indexing="ij")
+    truth = 280 + np.sin(la * 1.3 + k / 5) + np.cos(lo * 1.1 - k / 7)
+    observed = np.random.default_rng(seed).random(truth.shape) < keep
+    return xr.DataArray(np.where(observed, truth, np.nan).astype("float32"), dims=("time", "latitude", "longitude"),
+                        coords={"time": pd.date_range("2019-03-01", periods=times, freq="h"), "latitude": lat,
+                                "longitude": lon}, name="t2m", attrs={"units": "K"})
+
+
+def undecoded(da, units="hours since 2019-03-01"):
+    """``da`` with its time as numbers and CF units, as opened with ``decode_times=False``."""
+    return da.assign_coords(time=("time", np.arange(da.sizes["time"], dtype=float), {"units": units}))
+
+
+def test_infill__numbers_with_cf_time_units_are_the_time_axis(tmp_path):
+    da = frames()
+    assert describe(undecoded(da))[1].time == "time"
+    ref = da.np.infill(calibrate=False)
+    out = undecoded(da).np.infill(calibrate=False)
+    np.testing.assert_array_equal(out.time.values, da.time.values)
+    np.testing.assert_array_equal(out.t2m_mean.values, ref.t2m_mean.values)
+    da.to_netcdf(tmp_path / "t.nc")
+    with xr.open_dataset(tmp_path / "t.nc", decode_times=False) as raw:
+        assert not np.issubdtype(raw.time.dtype, np.datetime64)
+        np.testing.assert_array_equal(raw.np.infill("t2m", calibrate=False).t2m_mean.values, ref.t2m_mean.values)
+
+
+def test_forecast__numbers_with_cf_time_units_are_the_time_axis():
+    da = frames(8, keep=1.0)
+    ref = da.np.forecast(hours=2, calibrate=False)
+    out = undecoded(da).np.forecast(hours=2, calibrate=False)
+    np.testing.assert_array_equal(out.init_time.values, ref.init_time.values)
+    np.testing.assert_array_equal(out.t2m_mean.values, ref.t2m_mean.values)
+
+
+def test_numbers_with_time_units_that_cannot_be_decoded_are_refused():
+    da = undecoded(frames(), units="hours since the start")
+    with pytest.raises(TimeAxisError, match=r"'time' holds numbers \(float64\) with units 'hours since the start'"
+                       r".*xr.decode_cf\(ds\)"):
+        da.np.infill(calibrate=False)
