@@ -135,3 +135,26 @@ def test_te_pt_tnp_window_holds_for_calibration_and_fit_too():
     assert not np.array_equal(default.tmax_std.values, wide.tmax_std.values)
     assert st.np.fit("tmax", model="te-pt-tnp", steps=0, progress=False).settings["half_window"] == 1
     assert st.np.fit("tmax", model="bsa-tnp", steps=0, progress=False).settings["half_window"] == 3
+
+
+def test_resuming_a_write_tells_runs_with_other_options_or_input_apart(tmp_path):
+    """The store fingerprint of a lazy result: equal for the same run, different for other options or input.
+
+    A partial store is resumed only when its fingerprint matches (``geonp.io.zarr``): a new-user test
+    interrupted a default run, reran it with ``--halo 1`` and got a store mixing the two.
+    """
+    from geonp.io.zarr import _in_memory_digest
+
+    ds, _ = field()
+    path = tmp_path / "in.zarr"
+    ds.to_zarr(path)
+    lazy = xr.open_zarr(path)
+
+    def digest(data, **kw):
+        return _in_memory_digest(data.np.infill("t2m", chunks={"time": 2}, **kw))
+
+    same = digest(lazy)
+    assert digest(xr.open_zarr(path)) == same
+    assert digest(lazy, tile=2.0) != same and digest(lazy, land="none") != same and digest(lazy, time_window=0) != same
+    assert digest(ds.chunk({"time": 2})) == digest(ds.chunk({"time": 2}))   # in memory: by the values
+    assert digest((ds + 1.0).chunk({"time": 2})) != digest(ds.chunk({"time": 2}))

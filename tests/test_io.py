@@ -528,8 +528,12 @@ def test_to_zarr_progress_bar(tmp_path, capsys):
     assert "writing p.zarr" in capsys.readouterr().err
 
 
-def _counted(nt, fail_at=None, calls=None, error=RuntimeError):
-    """Return a dask-backed dataset whose block function counts its calls per time block and can fail on one."""
+def _counted(nt, fail_at=None, calls=None, error=RuntimeError, computation="counted"):
+    """Return a dask-backed dataset whose block function counts its calls per time block and can fail on one.
+
+    ``computation`` names its graph: the same name stands for the same computation (the counting and
+    the simulated crash aside), as a rerun of the same command builds it; another for other options.
+    """
 
     def block(x, block_info=None):
         start = block_info[None]["array-location"][0][0]
@@ -541,7 +545,8 @@ def _counted(nt, fail_at=None, calls=None, error=RuntimeError):
 
     base = da.zeros((nt, 3, 4), chunks=(2, 3, 4))
     ds = _grid(nt=nt)
-    ds["t2m"] = (("time", "y", "x"), da.map_blocks(block, base, dtype="float64", meta=np.array((), "float64")))
+    ds["t2m"] = (("time", "y", "x"), da.map_blocks(block, base, dtype="float64", meta=np.array((), "float64"),
+                                                          name=f"{computation}-{nt}"))
     return ds
 
 
@@ -591,7 +596,7 @@ def test_to_zarr_discards_mismatching_partial(tmp_path):
     np.testing.assert_array_equal(xr.open_zarr(path).t2m.values[:, 0, 0], np.arange(10) * 10.0)
 
 
-@pytest.mark.parametrize("change", ["global attribute", "variable attribute", "in-memory values"])
+@pytest.mark.parametrize("change", ["global attribute", "variable attribute", "in-memory values", "computation"])
 def test_to_zarr_partial_of_another_run_restarts(tmp_path, change):
     """A partial store of the same layout but another run (model, options, inputs) is not mixed in."""
     path = tmp_path / "run.zarr"
@@ -599,7 +604,7 @@ def test_to_zarr_partial_of_another_run_restarts(tmp_path, change):
     first.attrs["geonp_model"] = "bsa-tnp"
     with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError):
         to_zarr(first, path, progress=False)
-    second = _counted(8, calls=(calls := Counter()))
+    second = _counted(8, calls=(calls := Counter()), computation="other" if change == "computation" else "counted")
     second.attrs["geonp_model"] = "te-pt-tnp" if change == "global attribute" else "bsa-tnp"
     if change == "variable attribute":
         second["t2m"].attrs["long_name"] = "another quantity"

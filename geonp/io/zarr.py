@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dask.base
 import numpy as np
 import xarray as xr
 import zarr
@@ -37,6 +38,7 @@ from tqdm.auto import tqdm
 
 from ..errors import ConfigError, GeonpError, OutputExistsError, VariableTypeError
 from ..progress import bar_options
+from .lock import write_lock
 from .zarr_prepare import attr_value, prepare
 
 __all__ = ["to_zarr"]
@@ -134,7 +136,7 @@ def to_zarr(
     Raises
     ------
     OutputExistsError
-        If ``path`` exists and ``overwrite`` is False.
+        If ``path`` exists and ``overwrite`` is False, or another run is writing it (``<path>.lock``).
     VariableTypeError
         ``ds`` is not an xarray Dataset or DataArray.
     ConfigError
@@ -151,8 +153,16 @@ def to_zarr(
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
     prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")
     plan = _plan(prepared, region_dim)
-    partial = path.with_name(path.name + PARTIAL_SUFFIX)
     fingerprint = _fingerprint(prepared, plan, _in_memory_digest(ds))
+    with write_lock(path):
+        check_store_path(path, overwrite)  # a run that held the lock may have finished it meanwhile
+        _write(prepared, plan, path, fingerprint, progress)
+    return path
+
+
+def _write(prepared: xr.Dataset, plan: _Plan, path: Path, fingerprint: dict, progress: bool) -> None:
+    """Write (or resume) the partial store, then move it into place."""
+    partial = path.with_name(path.name + PARTIAL_SUFFIX)
     done = _resume(partial, fingerprint)
     started = done is None
     if started:
@@ -167,7 +177,6 @@ def to_zarr(
             _remove(partial)
         raise
     _finish(prepared, partial, path)
-    return path
 
 
 def _plan(ds: xr.Dataset, region_dim: Hashable | None) -> _Plan:
@@ -184,14 +193,22 @@ def _plan(ds: xr.Dataset, region_dim: Hashable | None) -> _Plan:
 
 
 def _in_memory_digest(ds: xr.Dataset) -> str:
-    """sha256 of the names and values of the variables that are not dask-backed (before any chunking)."""
+    """sha256 of the variables' names and contents (before any chunking).
+
+    In-memory variables by their values; dask-backed ones (what the run computes, not read here) by
+    their graph's deterministic name (:func:`dask.base.tokenize`), which covers the options of the
+    computation (``halo=``, ``land=``, ...) and the input it reads (a file's path and modification
+    time): a rerun with other options, or after the input was rewritten, starts afresh.
+    """
     values = hashlib.sha256()
     for name in sorted(ds.variables, key=str):
         var = ds.variables[name]
-        if var.chunks is None:  # dask-backed variables are what the run computes; they are not read here
-            data = np.asarray(var.values)
-            values.update(str(name).encode())
-            values.update(np.ascontiguousarray(data.astype(str) if data.dtype.kind == "O" else data).tobytes())
+        values.update(str(name).encode())
+        if var.chunks is not None:
+            values.update(str(getattr(var.data, "name", None) or dask.base.tokenize(var.data)).encode())
+            continue
+        data = np.asarray(var.values)
+        values.update(np.ascontiguousarray(data.astype(str) if data.dtype.kind == "O" else data).tobytes())
     return values.hexdigest()
 
 
