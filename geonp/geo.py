@@ -304,8 +304,7 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
                                   "expected finite values in [-90, 90]. Check that latitude and longitude are not "
                                   "swapped and that the units are degrees.")
         if lon.min() < -180.0 or lon.max() > 360.0:
-            raise CoordinateError(f"longitude {layout.x!r} has values from {lon.min()} to {lon.max()}; expected "
-                                  "degrees in [-180, 360]. Convert radians or projected metres first.")
+            _refuse_longitude(lon, layout.x)
     for name in (layout.x, layout.y):
         c = ds[name]
         if c.ndim == 1 and layout.is_grid and c.dims[0] in layout.space_dims:
@@ -334,6 +333,18 @@ def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
                 raise CoordinateError(f"time coordinate {layout.time!r} has {kind} values; expected strictly "
                                       "increasing times. Sort with ds.sortby('time') and drop duplicates with "
                                       "ds.drop_duplicates('time').")
+
+
+def _refuse_longitude(lon: np.ndarray, name: str) -> None:
+    """Raise for longitudes outside [-180, 360]: degrees running past 360, or not degrees at all."""
+    found = f"longitude {name!r} has values from {lon.min():g} to {lon.max():g}; expected degrees in [-180, 360]."
+    if lon.min() >= -180.0 and lon.max() <= 720.0:
+        raise CoordinateError(
+            f"{found} They look like degrees that run past 360 (wrap-around columns repeated after 360, or a "
+            f"region across 0° counted on from 360). Bring them into -180..180 first, e.g. "
+            f"ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180).sortby({name!r}), or drop the repeated "
+            f"columns, e.g. ds.sel({name}=ds.{name} < 360).")
+    raise CoordinateError(f"{found} Convert radians or projected metres to degrees first.")
 
 
 def _check_contiguous_longitude(values: np.ndarray, name: str) -> None:

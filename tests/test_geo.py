@@ -88,6 +88,19 @@ def test_missing_times():
 def test_longitude_out_of_range():
     with pytest.raises(CoordinateError, match="longitude.*expected degrees in \\[-180, 360\\]"):
         geo.describe(grid(lon=[100, 200, 300, 400, 500, 600, 700]))
+    with pytest.raises(CoordinateError, match=r"from -1000 to 2000.*Convert radians or projected metres"):
+        geo.describe(grid(lon=[-1000, 0, 500, 1000, 1500, 1800, 2000]))
+
+
+def test_longitudes_running_past_360_are_named_as_such():
+    """Degrees 355..367 (wrap-around columns) are not radians or metres: the advice is to wrap or drop them."""
+    with pytest.raises(CoordinateError, match=r"from 355 to 367; .*run past 360.*"
+                                              r"ds.assign_coords\(longitude=\(ds.longitude \+ 180\) % 360 - 180\)"
+                                              r"\.sortby\('longitude'\).*ds.sel\(longitude=ds.longitude < 360\)"):
+        geo.describe(grid(lon=[355, 357, 359, 361, 363, 365, 367]))
+    fixed = grid(lon=[355, 357, 359, 361, 363, 365, 367])
+    fixed = fixed.assign_coords(longitude=(fixed.longitude + 180) % 360 - 180).sortby("longitude")
+    assert geo.describe(fixed)[1].x == "longitude"
 
 
 def test_non_monotonic_and_duplicate_grid_coordinates():
