@@ -7,8 +7,9 @@
     geonp fit      INPUT --out MODEL.geonp [--task infill|forecast] [--max-time 10min] [--steps N] ...
     geonp demo     [--model bsa-tnp] [--seed 0] [--out demo.zarr] [--png demo.png]
 
-Progress goes to stderr (``--quiet`` turns it off), a one-line summary to stdout. Every error a user
-can cause prints one line ``geonp: error: ...`` on stderr and exits 2; nothing is computed when the
+Progress goes to stderr (``--quiet`` turns it off), a one-line summary to stdout. Warnings print one
+line ``geonp: warning: ...`` on stderr. Every error a user can cause prints one line
+``geonp: error: ...`` on stderr and exits 2; nothing is computed when the
 output exists (without ``--overwrite``), and nothing half-written is left behind.
 """
 
@@ -20,6 +21,7 @@ import re
 import shlex
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -130,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     _common(p, model_help=_NAME_OR_PATH)
     p.add_argument("--out", required=True, metavar="OUT.zarr", help="Zarr store to write")
     p.add_argument("--targets", metavar="PATH", help="predict at the coordinates of this file instead of the gaps")
+    p.add_argument("--targets-crs", metavar="CRS",
+                   help="CRS of projected x/y coordinates of the --targets file when it carries none (e.g. "
+                        "EPSG:26913); default: --crs where it applies (the file's own CRS, or none for lat/lon)")
     _predict_options(p)
     p.add_argument("--time-window", type=int, metavar="N", help="frames each side of a target frame used as context")
     p.add_argument("--frames-per-task", type=_frames_per_task, metavar="K",
@@ -211,9 +216,11 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
     """
     from .io.zarr import check_new_path, check_store_path
 
-    given = getattr(args, "input", None)
-    if given is not None and Path(path).expanduser().resolve() == Path(given).expanduser().resolve():
-        raise ConfigError(f"--out {path!r} is the input; choose another output path.")
+    target = Path(path).expanduser().resolve()
+    for option, what in (("input", "the input"), ("targets", "the --targets file")):
+        given = getattr(args, option, None)
+        if given is not None and target == Path(given).expanduser().resolve():
+            raise ConfigError(f"--out {path!r} is {what}; choose another output path.")
     return check_store_path(path, args.overwrite) if store else check_new_path(path, args.overwrite)
 
 
@@ -222,6 +229,25 @@ def _open(args: argparse.Namespace, chunks):
 
     # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked
     return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs)
+
+
+def _open_targets(args: argparse.Namespace):
+    """The ``--targets`` file with ``--targets-crs`` attached; without it, ``--crs`` only where it is needed.
+
+    Lat/lon targets, or targets carrying a CRS, are opened as they are (api.infill applies ``--crs`` to
+    projected targets without one), so a projected ``--crs`` of the data does not clash with lat/lon targets.
+    """
+    from .errors import CRSError
+    from .io import open_dataset
+
+    if args.targets_crs is not None:
+        return open_dataset(args.targets, crs=args.targets_crs)
+    try:
+        return open_dataset(args.targets)
+    except CRSError:  # a CSV of x/y columns, which needs a CRS to be read at all
+        if args.crs is None:
+            raise
+        return open_dataset(args.targets, crs=args.crs)
 
 
 def _progress(args: argparse.Namespace):
@@ -247,13 +273,12 @@ def _write(result, out: Path, args: argparse.Namespace, history: str, start: flo
 
 def _infill(args: argparse.Namespace, history: str) -> None:
     from . import api
-    from .io import open_dataset
 
     start = time.perf_counter()
     chunks = parse_chunks(args.chunks)
     out = _refuse_existing(args.out, args)
     ds = _open(args, chunks)
-    targets = open_dataset(args.targets, crs=args.crs) if args.targets is not None else None
+    targets = _open_targets(args) if args.targets is not None else None
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
@@ -317,6 +342,19 @@ def _demo(args: argparse.Namespace, history: str) -> None:
 _COMMANDS = {"infill": _infill, "forecast": _forecast, "fit": _fit, "demo": _demo}
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning as one line ``geonp: warning: ...`` on stderr (no file, line number or source line)."""
+    print(f"geonp: warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Show warnings as :func:`_show_warning` lines while a command runs; Python's own display after it."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 on success, 2 on a user error).
 
@@ -326,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     history = shlex.join(["geonp", *argv])
     try:
-        _COMMANDS[args.command](args, history)
+        with _one_line_warnings():
+            _COMMANDS[args.command](args, history)
     except GeonpError as exc:
         print(f"geonp: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

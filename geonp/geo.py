@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from . import timeaxis
-from .errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
+from .errors import CoordinateError, CRSError, GeonpError, VariableNotFoundError, VariableTypeError
 from .surface import LAND_OPTIONS, elevation_name, find_elevation, land_name
 
 __all__ = [
@@ -375,12 +375,41 @@ def _check_monotonic(values: np.ndarray, name: str) -> None:
 
 
 def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tuple[xr.Dataset, Layout]:
-    """Coordinates to predict at, from a Dataset/DataArray (data values ignored; ``land`` as in :func:`describe`)."""
+    """Coordinates to predict at, from a Dataset/DataArray (data values ignored; ``land`` as in :func:`describe`).
+
+    The targets' own CRS (a ``spatial_ref``/``crs`` coordinate, e.g. from ``targets.rio.write_crs(...)``
+    or :func:`geonp.io.write_crs`) wins; ``crs`` (the data's) is used for projected x/y targets that
+    carry none, and a projected ``crs`` is ignored for longitude/latitude targets.
+
+    Raises
+    ------
+    VariableTypeError, CoordinateError
+        Not an xarray object; no space coordinates; time or other dims.
+    CRSError
+        Projected x/y targets without a CRS of their own and no ``crs``.
+    """
     if isinstance(targets, xr.DataArray):
         targets = targets.to_dataset(name=targets.name or "__target__")
     if not isinstance(targets, xr.Dataset):
         raise VariableTypeError(f"targets= got a {type(targets).__name__}; expected an xarray Dataset or DataArray "
                                 "whose coordinates are the points to predict at.")
+    tds = _target_points(targets)
+    if isinstance(land, str) and land not in LAND_OPTIONS and land not in tds.variables:
+        land = "data"  # the source's mask by name: the targets' own mask, if they have one
+    try:
+        _, layout = describe(tds, "__target__", crs=_target_crs(tds, crs), land=land)
+    except GeonpError as exc:  # the messages name the variable: here, the targets
+        if "'__target__'" not in str(exc):
+            raise
+        raise type(exc)(str(exc).replace("'__target__'", "targets=")) from None
+    if layout.time is not None or layout.extra_dims:
+        raise CoordinateError("targets= must hold space coordinates only (no time or other dims); the time steps "
+                              "come from the data.")
+    return tds, layout
+
+
+def _target_points(targets: xr.Dataset) -> xr.Dataset:
+    """The targets' coordinates (and CRS) with a ``__target__`` variable of zeros on their space dims."""
     coords = xr.Dataset(coords={k: v for k, v in targets.coords.items()})
     ref = None
     for name, c in coords.coords.items():
@@ -400,10 +429,22 @@ def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tup
     for k in ("spatial_ref", "crs"):
         if k in targets.variables and k not in tds.variables:
             tds = tds.assign_coords({k: targets[k]})
-    if isinstance(land, str) and land not in LAND_OPTIONS and land not in tds.variables:
-        land = "data"  # the source's mask by name: the targets' own mask, if they have one
-    _, layout = describe(tds, "__target__", crs=crs, land=land)
-    if layout.time is not None or layout.extra_dims:
-        raise CoordinateError("targets= must hold space coordinates only (no time or other dims); the time steps "
-                              "come from the data.")
-    return tds, layout
+    return tds
+
+
+def _target_crs(tds: xr.Dataset, crs):
+    """The CRS to describe the targets with: their own, else ``crs`` where it can apply (see describe_targets)."""
+    if _read_crs(tds, None) is not None:
+        return None  # describe reads the targets' own
+    has_latlon = any(c.ndim >= 1 and _is_lat(n, c) for n, c in tds.coords.items()) and any(
+        c.ndim >= 1 and _is_lon(n, c) for n, c in tds.coords.items())
+    if has_latlon:
+        given = _read_crs(tds, crs)
+        return crs if given is None or given.is_geographic else None
+    if crs is None:
+        raise CRSError(
+            "targets= has projected coordinates (x/y) but no coordinate reference system was found (no "
+            "spatial_ref / grid_mapping variable), and the data's crs= was not given either; expected the CRS of "
+            "the targets' x/y. Attach one, e.g. targets = targets.rio.write_crs('EPSG:27700') (after import "
+            "rioxarray) or geonp.io.write_crs(targets, 'EPSG:27700'); on the command line pass --targets-crs.")
+    return crs

@@ -54,7 +54,7 @@ def nc_no_time(tmp_path):
 
 def _one_error_line(capsys, startswith: str = "geonp: error: ") -> str:
     err = capsys.readouterr().err
-    lines = err.strip().splitlines()
+    lines = [line for line in err.strip().splitlines() if not line.startswith("geonp: warning: ")]
     assert len(lines) == 1, err
     assert lines[0].startswith(startswith), err
     assert "Traceback" not in err
@@ -591,3 +591,90 @@ def test_cli_demo__end_to_end(tmp_path, capsys, monkeypatch):
     assert {f"{VAR}_mean", f"{VAR}_std", f"{VAR}_filled", VAR, f"{VAR}_truth"} <= set(ds.data_vars)
     assert ds[f"{VAR}_mean"].attrs["units"] == "K"
     assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------ targets, warnings
+
+_UTM32 = "EPSG:32632"
+
+
+def _target_points():
+    """Three lat/lon points inside the tiny field, and the same points in UTM zone 32N metres."""
+    lat, lon = np.array([41.5, 43.0, 45.5]), np.array([6.5, 9.0, 12.0])
+    x, y = pyproj.Transformer.from_crs("EPSG:4326", _UTM32, always_xy=True).transform(lon, lat)
+    return lat, lon, x, y
+
+
+def test_cli_infill__projected_targets_get_their_crs_from_targets_crs(nc, tmp_path, capsys):
+    """x/y targets with lat/lon data: --targets-crs gives them a CRS (--crs would be the data's, and is refused)."""
+    lat, lon, x, y = _target_points()
+    xy_csv, ll_csv = tmp_path / "xy.csv", tmp_path / "ll.csv"
+    pd.DataFrame({"station": list("abc"), "x": x, "y": y}).to_csv(xy_csv, index=False)
+    pd.DataFrame({"station": list("abc"), "lat": lat, "lon": lon}).to_csv(ll_csv, index=False)
+    assert main(["infill", str(nc), "--targets", str(xy_csv), "--out", str(tmp_path / "no.zarr"), "--quiet"]) == 2
+    assert "--targets-crs for a --targets file" in _one_error_line(capsys)
+    out, ref = tmp_path / "xy.zarr", tmp_path / "ll.zarr"
+    assert main(["infill", str(nc), "--targets", str(xy_csv), "--targets-crs", _UTM32, "--out", str(out),
+                 "--quiet", "--no-calibrate"]) == 0
+    assert main(["infill", str(nc), "--targets", str(ll_csv), "--out", str(ref), "--quiet", "--no-calibrate"]) == 0
+    got, want = xr.open_zarr(out, decode_coords="all"), xr.open_zarr(ref)
+    assert got.t2m_mean.shape == want.t2m_mean.shape == (4, 3)
+    np.testing.assert_allclose(got.t2m_mean.values, want.t2m_mean.values, atol=1e-3)
+    assert pyproj.CRS.from_wkt(got.spatial_ref.attrs["crs_wkt"]).to_epsg() == 32632
+
+
+def test_cli_infill__netcdf_targets_without_a_crs_name_the_targets_and_targets_crs(nc, tmp_path, capsys):
+    """x/y targets in NetCDF without spatial_ref: the error names targets= (not an internal name) and --targets-crs."""
+    _, _, x, y = _target_points()
+    grid = tmp_path / "xy.nc"
+    xr.Dataset(coords={"x": np.sort(x), "y": np.sort(y)}).to_netcdf(grid)
+    assert main(["infill", str(nc), "--targets", str(grid), "--out", str(tmp_path / "no.zarr"), "--quiet"]) == 2
+    line = _one_error_line(capsys)
+    assert "targets= has projected coordinates" in line and "--targets-crs" in line and "__target__" not in line
+    out = tmp_path / "xy.zarr"
+    assert main(["infill", str(nc), "--targets", str(grid), "--targets-crs", _UTM32, "--out", str(out),
+                 "--quiet", "--no-calibrate"]) == 0
+    assert xr.open_zarr(out).t2m_mean.shape == (4, 3, 3)
+
+
+def test_cli_infill__projected_data_with_lat_lon_targets(tmp_path, capsys):
+    """--crs is the data's: lat/lon targets beside projected data are not given it."""
+    lat, lon, _, _ = _target_points()
+    field = _field()
+    xx, yy = pyproj.Transformer.from_crs("EPSG:4326", _UTM32, always_xy=True).transform(
+        *np.meshgrid(field.longitude.values, field.latitude.values))
+    xs, ys = np.linspace(xx.min(), xx.max(), 10), np.linspace(yy.min(), yy.max(), 8)
+    data = tmp_path / "xy.nc"
+    field.rename(latitude="y", longitude="x").assign_coords(x=xs, y=ys).to_netcdf(data)
+    ll_csv = tmp_path / "ll.csv"
+    pd.DataFrame({"station": list("abc"), "lat": lat, "lon": lon}).to_csv(ll_csv, index=False)
+    out = tmp_path / "o.zarr"
+    assert main(["infill", str(data), "--crs", _UTM32, "--targets", str(ll_csv), "--out", str(out), "--quiet",
+                 "--no-calibrate"]) == 0
+    assert np.isfinite(xr.open_zarr(out).t2m_mean.values).all()
+
+
+def test_cli__out_may_not_be_the_targets(nc, tmp_path, capsys):
+    """--out may not replace the --targets file either, even with --overwrite or through a symlink."""
+    grid = tmp_path / "grid.zarr"
+    grid.mkdir()  # a store written before: only its path matters here
+    (grid / "zarr.json").write_text("{}")
+    link = tmp_path / "link.zarr"
+    link.symlink_to(grid)
+    before = _tree(grid)
+    for out in (grid, link, tmp_path / "." / "grid.zarr"):
+        assert main(["infill", str(nc), "--targets", str(grid), "--out", str(out), "--overwrite", "--quiet"]) == 2
+        assert "is the --targets file" in _one_error_line(capsys)
+    assert _tree(grid) == before
+
+
+def test_cli__warnings_are_one_geonp_line(nc, tmp_path, capfd):
+    """A warning prints `geonp: warning: <message>` on stderr, without Python's file:line and source line."""
+    out = tmp_path / "fc.zarr"
+    assert main(["forecast", str(nc), "--hours", "1", "--init-time", "2020-01-01T00:00", "--out", str(out),
+                 "--quiet", "--no-calibrate"]) == 0
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if "warning" in line.lower()]
+    assert lines and all(line.startswith("geonp: warning: ") for line in lines), err
+    assert "init_time 2020-01-01" in lines[0] and "is the first time step" in lines[0]
+    assert "ShortHistoryWarning" not in err and ".py:" not in err

@@ -57,7 +57,8 @@ def _station_columns(df: pd.DataFrame, path: Path, crs: pyproj.CRS | None) -> di
     if not has_latlon and crs is None:
         raise CRSError(
             f"{path.name!r} gives station positions as projected 'x'/'y' columns but no crs was given; "
-            "expected the coordinate reference system of x/y; pass crs=, e.g. crs='EPSG:27700'"
+            "expected the coordinate reference system of x/y; pass crs=, e.g. crs='EPSG:27700' (on the command "
+            "line --crs for the input, --targets-crs for a --targets file)"
         )
     if has_latlon and crs is not None and not crs.is_geographic:
         raise CRSError(
