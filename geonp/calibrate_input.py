@@ -127,21 +127,34 @@ def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_
         frames = min(T, max(int(min_frames), max_values // max(1, extra * points)))
         index[layout.time] = slice(T - frames, T)
     cells = max(1024, max_values // max(1, extra * frames))
-    if points <= cells:
-        return index
     if len(layout.space_dims) == 2:
-        side = int(np.sqrt(cells))
+        side = int(np.sqrt(cells)) if points > cells else max(da.sizes[d] for d in layout.space_dims)
         for d in layout.space_dims:
             start = max(0, (da.sizes[d] - side) // 2)
-            index[d] = slice(start, start + side)
+            part = _ascending(ds, d, slice(start, min(start + side, da.sizes[d])))
+            if part != slice(0, da.sizes[d]):
+                index[d] = part
         return index
     x = np.asarray(ds[layout.x].values, dtype=np.float64)
     y = np.asarray(ds[layout.y].values, dtype=np.float64)
     if layout.geographic:  # degrees of longitude shrink with latitude; wrap across the dateline
         x = ((x - np.nanmedian(x) + 180.0) % 360.0 - 180.0) * np.cos(np.deg2rad(np.nanmedian(y)))
     d2 = (x - np.nanmedian(x)) ** 2 + (y - np.nanmedian(y)) ** 2
-    index[layout.space_dims[0]] = np.sort(np.argsort(np.nan_to_num(d2, nan=np.inf), kind="stable")[:cells])
+    keep = np.argsort(np.nan_to_num(d2, nan=np.inf), kind="stable")[:cells]
+    # in the order of their positions, not the input's: the calibration's random held-out stations
+    # then do not depend on how the stations are listed
+    index[layout.space_dims[0]] = keep[np.lexsort((x[keep], y[keep]))]
     return index
+
+
+def _ascending(ds: xr.Dataset, dim: str, part: slice) -> slice:
+    """``part`` of grid dim ``dim`` in ascending coordinate order (a reversed axis calibrates alike)."""
+    if dim not in ds.coords or ds[dim].ndim != 1:
+        return part
+    values = np.asarray(ds[dim].values[part])
+    if len(values) < 2 or values[0] <= values[-1]:
+        return part
+    return slice(part.stop - 1, part.start - 1 if part.start > 0 else None, -1)
 
 
 def calibration_fields(model: str, ds: xr.Dataset, layout: geo.Layout, task: str, *, auto: bool = False,

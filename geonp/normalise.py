@@ -289,7 +289,9 @@ class Normaliser:
         if np.std(coef[:F]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
         design_t = design(at, basis.columns(et, lt, xyt) if basis is not None else None)
-        var_t = fit_variance(a, design_t, yc - fitted, target_neighbours(xyt, xyc)) if variance else None
+        var_t = None
+        if variance:
+            var_t = fit_variance(a, design_t, yc - fitted, neighbour_rows=target_neighbours(xyt, xyc, a))
         return fitted, design_t @ coef, var_t
 
     @staticmethod

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_variance", "basis_variance",
-           "nearest_indices", "target_neighbours", "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS",
+           "nearest_indices", "neighbour_mean", "target_neighbours", "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS",
            "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "NEIGHBOURS"]
 
 #: fewest context points for a trend (linear in each quantity)
@@ -133,7 +133,7 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
 
 
 def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
-                 neighbours: np.ndarray | None = None) -> np.ndarray:
+                 neighbours: np.ndarray | None = None, *, neighbour_rows: np.ndarray | None = None) -> np.ndarray:
     """Variance at the targets of a least-squares trend's error that the network cannot see.
 
     Regression kriging's predictive variance holds, besides the kriging variance of the residual
@@ -155,6 +155,9 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
         ``[n]`` residuals of the least-squares fit.
     neighbours : ndarray, optional
         ``[nt, k]`` indices of each target's nearest context points (:func:`nearest_indices`).
+    neighbour_rows : ndarray, optional
+        ``[nt, p]`` the mean of those points' design rows, given instead of ``neighbours``
+        (:func:`target_neighbours`, which averages ties at the last neighbour's distance).
 
     Returns
     -------
@@ -165,7 +168,9 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
     n, p = design_c.shape
     if n <= p or len(design_t) == 0:
         return np.zeros(len(design_t))
-    rows = design_t if neighbours is None else design_t - design_c[neighbours].mean(1)
+    if neighbours is not None:
+        neighbour_rows = design_c[neighbours].mean(1)
+    rows = design_t if neighbour_rows is None else design_t - neighbour_rows
     # cᵀ (DᵀD)⁺ c from the SVD of D with unit-norm columns: exact for any column units, and
     # rank-deficient designs (a column that repeats another) drop their null directions
     norms = np.linalg.norm(design_c, axis=0)
@@ -175,7 +180,7 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
     z = (rows / norms) @ vt[keep].T / sv[keep]
     s2 = float(resid @ resid) / (n - int(keep.sum()))
     h = np.sum(z * z, axis=1)
-    return s2 * (h if neighbours is not None else np.clip(h - 1.0 / n, 0.0, None))
+    return s2 * (h if neighbour_rows is not None else np.clip(h - 1.0 / n, 0.0, None))
 
 
 def nearest_indices(xq: np.ndarray, xref: np.ndarray, k: int, exclude: np.ndarray | None = None) -> np.ndarray:
@@ -212,14 +217,46 @@ def basis_variance(basis: StaticBasis, coef: np.ndarray, yc: np.ndarray, ec, lc,
     design_c = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
     design_t = np.concatenate([np.ones((len(et if et is not None else lt), 1)), basis.columns(et, lt, xyt)], 1)
     resid = np.asarray(yc, dtype=np.float64) - design_c[:, 1:] @ coef
-    return fit_variance(design_c, design_t, resid - resid.mean(), target_neighbours(xyt, xyc))
+    return fit_variance(design_c, design_t, resid - resid.mean(), neighbour_rows=target_neighbours(xyt, xyc, design_c))
 
 
-def target_neighbours(xyt: np.ndarray | None, xyc: np.ndarray | None) -> np.ndarray | None:
-    """Each target's :data:`NEIGHBOURS` nearest context points in the plane (``None`` without positions)."""
+def target_neighbours(xyt: np.ndarray | None, xyc: np.ndarray | None, design_c: np.ndarray) -> np.ndarray | None:
+    """The mean of ``design_c``'s rows over each target's :data:`NEIGHBOURS` nearest context points.
+
+    ``None`` without positions. Points tied with the last neighbour's distance share its place
+    equally (:func:`neighbour_mean`), so the result does not depend on the order of the points:
+    a station's copies on several frames lie at one distance, with different frame columns.
+    """
     if xyt is None or xyc is None:
         return None
-    return nearest_indices(np.asarray(xyt)[:, :2], np.asarray(xyc)[:, :2], NEIGHBOURS)
+    return neighbour_mean(design_c, np.asarray(xyt)[:, :2], np.asarray(xyc)[:, :2], NEIGHBOURS)
+
+
+def neighbour_mean(values: np.ndarray, xq: np.ndarray, xref: np.ndarray, k: int) -> np.ndarray:
+    """``[nq, p]`` mean of ``values [nref, p]`` over the ``k`` points of ``xref`` nearest each query.
+
+    Ties at the ``k``-th distance (to a relative 1e-9) are averaged: the points strictly closer count
+    once each and the tied ones share the remaining weight equally, whatever their order.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    xq, xref = np.asarray(xq, dtype=np.float64), np.asarray(xref, dtype=np.float64)
+    k = min(k, len(xref))
+    out = np.zeros((len(xq), values.shape[1]))
+    if k < 1:
+        return out
+    centre = xref.mean(0)
+    xq, xref = xq - centre, xref - centre
+    sq_ref = (xref ** 2).sum(1)
+    for start in range(0, len(xq), 256):
+        q = xq[start:start + 256]
+        d = np.maximum((q ** 2).sum(1)[:, None] + sq_ref[None, :] - 2.0 * (q @ xref.T), 0.0)
+        dk = np.partition(d, k - 1, axis=1)[:, k - 1:k]
+        tol = 1e-9 * np.maximum(dk, 1e-12 * (sq_ref.max() + 1.0))
+        closer = d < dk - tol
+        tied = ~closer & (d <= dk + tol)
+        share = (k - closer.sum(1, keepdims=True)) / tied.sum(1, keepdims=True)
+        out[start:start + 256] = (closer @ values + (tied * share) @ values) / k
+    return out
 
 
 def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:

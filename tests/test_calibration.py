@@ -317,7 +317,11 @@ def test_calibration_sample__large_grids_are_cropped_to_their_centre():
     ds = xr.Dataset({"v": (("time", "lat", "lon"), np.zeros((50, 100, 120), dtype=np.float32))},
                     coords={"time": t, "lat": np.linspace(60, 35.25, 100), "lon": np.linspace(-10, 19.75, 120)})
     index = calibration_sample(ds, _layout(ds, "v"), 40, max_values=40 * 1600)
-    assert index == {"time": slice(10, 50), "lat": slice(30, 70), "lon": slice(40, 80)}  # 40 x 40 cells
+    # 40 x 40 cells, latitude ascending (a reversed axis calibrates alike)
+    assert index == {"time": slice(10, 50), "lat": slice(69, 29, -1), "lon": slice(40, 80)}
+    assert ds.isel(index).lat[0] < ds.isel(index).lat[-1]
+    flipped = calibration_sample(ds.isel(lat=slice(None, None, -1)), _layout(ds, "v"), 40, max_values=40 * 1600)
+    assert flipped == {"time": slice(10, 50), "lat": slice(30, 70), "lon": slice(40, 80)}
     assert ds.isel(index).v.size == 40 * 1600
 
 
@@ -332,10 +336,14 @@ def test_calibration_sample__stations_keep_the_nearest_to_the_centre():
                             "lon": ("station", lon), "lat": ("station", lat)})
     index = calibration_sample(ds, _layout(ds, "tmax"), 12, max_values=12 * 1024)
     kept = index["station"]
-    assert index["time"] == slice(0, 12) and len(kept) == 1024 and np.all(np.diff(kept) > 0)
+    assert index["time"] == slice(0, 12) and len(kept) == 1024 and len(set(kept.tolist())) == 1024
     x = (lon - np.median(lon)) * np.cos(np.deg2rad(np.median(lat)))
     d = np.hypot(x, lat - np.median(lat))
-    assert d[kept].max() <= np.sort(d)[1023] + 1e-9  # the 1,024 nearest, in the input's order
+    assert d[kept].max() <= np.sort(d)[1023] + 1e-9  # the 1,024 nearest
+    assert np.all(np.diff(lat[kept]) >= 0)  # in the order of their positions, whatever the input's
+    perm = rng.permutation(n)
+    again = calibration_sample(ds.isel(station=perm), _layout(ds, "tmax"), 12, max_values=12 * 1024)["station"]
+    np.testing.assert_array_equal(perm[again], kept)
 
 
 # ------------------------------------------------------------------------ targets deep inside a hole
