@@ -316,11 +316,14 @@ def test_forecast_calibration_reads_only_the_latest_history(monkeypatch):
 
 def test_calibration_waits_for_compute_and_runs_once(monkeypatch):
     """A calibrated lazy result computes nothing when it is built; the calibration runs once, at compute."""
+    from collections import OrderedDict
+
     import geonp.calibrate_input
 
     calls = []
     real = geonp.calibrate_input.calibration_fields
     monkeypatch.setattr(geonp.calibrate_input, "calibration_fields", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(geonp.calibrate_input, "_DONE", OrderedDict())  # none remembered from other tests
     d = hourly(times=72)
     init = d.time.values[[60, 62]]
     lazy = d.chunk({"time": 12}).np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init,
@@ -328,6 +331,10 @@ def test_calibration_waits_for_compute_and_runs_once(monkeypatch):
     assert calls == [] and lazy.t2m_mean.chunks is not None
     assert lazy.attrs["geonp_calibrated"] == "on the 61 frames up to the first initial time"
     got = lazy.compute()
+    assert calls == [1]
+    # computed again, part by part (as geonp.to_zarr writes regions): the calibration is not rerun
+    for part in (lazy.t2m_mean.isel(init_time=0), lazy.t2m_std.isel(init_time=1)):
+        part.compute()
     assert calls == [1]
     eager = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init)
     np.testing.assert_allclose(got.t2m_mean.values, eager.t2m_mean.values, rtol=1e-5, atol=1e-4)
