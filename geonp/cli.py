@@ -79,6 +79,9 @@ def _common(p: argparse.ArgumentParser, *, model_help: str) -> None:
     p.add_argument("--var", help="variable to use (may be omitted when the data have one)")
     p.add_argument("--model", default="bsa-tnp", help=model_help)
     p.add_argument("--crs", help="CRS of projected x/y coordinates when the data carry none (e.g. EPSG:3035)")
+    p.add_argument("--dayfirst", action=argparse.BooleanOptionalAction, default=None,
+                   help="CSV dates like 01/02/1990 are day first (1 Feb); --no-dayfirst: month first; default: "
+                        "the order the dates show, else month first with a warning")
     p.add_argument("--device", default="auto", help="auto (a GPU when present, default), cpu or cuda")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
@@ -228,7 +231,7 @@ def _open(args: argparse.Namespace, chunks):
     from .io import open_dataset
 
     # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked
-    return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs)
+    return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs, dayfirst=args.dayfirst)
 
 
 def _open_targets(args: argparse.Namespace):
@@ -241,13 +244,13 @@ def _open_targets(args: argparse.Namespace):
     from .io import open_dataset
 
     if args.targets_crs is not None:
-        return open_dataset(args.targets, crs=args.targets_crs)
+        return open_dataset(args.targets, crs=args.targets_crs, dayfirst=args.dayfirst)
     try:
-        return open_dataset(args.targets)
+        return open_dataset(args.targets, dayfirst=args.dayfirst)
     except CRSError:  # a CSV of x/y columns, which needs a CRS to be read at all
         if args.crs is None:
             raise
-        return open_dataset(args.targets, crs=args.crs)
+        return open_dataset(args.targets, crs=args.crs, dayfirst=args.dayfirst)
 
 
 def _progress(args: argparse.Namespace):

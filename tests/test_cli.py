@@ -678,3 +678,16 @@ def test_cli__warnings_are_one_geonp_line(nc, tmp_path, capfd):
     assert lines and all(line.startswith("geonp: warning: ") for line in lines), err
     assert "init_time 2020-01-01" in lines[0] and "is the first time step" in lines[0]
     assert "ShortHistoryWarning" not in err and ".py:" not in err
+
+
+def test_cli__dayfirst_reads_csv_dates_day_first(tmp_path, capsys, monkeypatch):
+    """--dayfirst reaches geonp.open_dataset for the input (and --targets), so 01/02/1990 is 1 February."""
+    import geonp.io
+
+    seen = []
+    monkeypatch.setattr(geonp.io, "open_dataset", lambda path, **kw: seen.append(kw) or xr.Dataset())
+    monkeypatch.setattr("geonp.api.infill", lambda *a, **kw: (_ for _ in ()).throw(ConfigError("stop here")))
+    csv = tmp_path / "st.csv"
+    csv.write_text("station,time,lat,lon,tmax\na,01/02/1990,40,-105,1\n")
+    assert main(["infill", str(csv), "--dayfirst", "--targets", str(csv), "--out", str(tmp_path / "o.zarr")]) == 2
+    assert [kw["dayfirst"] for kw in seen] == [True, True]

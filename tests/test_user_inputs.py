@@ -144,3 +144,25 @@ def test_numbers_with_time_units_that_cannot_be_decoded_are_refused():
     with pytest.raises(TimeAxisError, match=r"'time' holds numbers \(float64\) with units 'hours since the start'"
                        r".*xr.decode_cf\(ds\)"):
         da.np.infill(calibrate=False)
+
+
+def _csv(path, dates):
+    rows = ["station,time,lat,lon,tmax"] + [f"a,{d},40.0,-105.0,{k}.5" for k, d in enumerate(dates)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_open_dataset__csv_dates_day_first(tmp_path):
+    """``dayfirst=True`` reads 01/02/1990 as 1 February; dates that only read one way need no keyword."""
+    months = pd.date_range("1990-01-01", periods=4, freq="MS").values
+    ambiguous = _csv(tmp_path / "dm.csv", ["01/01/1990", "01/02/1990", "01/03/1990", "01/04/1990"])
+    np.testing.assert_array_equal(geonp.open_dataset(ambiguous, dayfirst=True).time.values, months)
+    with pytest.warns(UserWarning, match=r"dates like '01/02/1990' that read either way.*dayfirst=True"):
+        month_first = geonp.open_dataset(ambiguous).time.values
+    np.testing.assert_array_equal(month_first, pd.date_range("1990-01-01", periods=4, freq="D").values)
+    clear = _csv(tmp_path / "clear.csv", ["01/02/1990", "13/02/1990", "25/02/1990"])  # 13, 25: days
+    np.testing.assert_array_equal(geonp.open_dataset(clear).time.values,
+                                  np.array(["1990-02-01", "1990-02-13", "1990-02-25"], dtype="datetime64[ns]"))
+    us = _csv(tmp_path / "us.csv", ["02/01/1990", "02/13/1990"])  # 13: a day, so month first
+    np.testing.assert_array_equal(geonp.open_dataset(us).time.values,
+                                  np.array(["1990-02-01", "1990-02-13"], dtype="datetime64[ns]"))

@@ -34,7 +34,8 @@ SUFFIXES = GRIB_SUFFIXES + NETCDF_SUFFIXES + ZARR_SUFFIXES + GEOTIFF_SUFFIXES + 
 
 
 
-def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None, **kwargs: Any) -> xr.Dataset:
+def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None, dayfirst: bool | None = None,
+                 **kwargs: Any) -> xr.Dataset:
     """Open a GRIB, NetCDF, Zarr, GeoTIFF or station-CSV file as a Dataset.
 
     Parameters
@@ -49,6 +50,11 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
     crs : Any, optional
         A coordinate reference system (anything :meth:`pyproj.CRS.from_user_input` takes) to attach
         with :func:`geonp.io.write_crs`. Required for a CSV with ``x``/``y`` columns.
+    dayfirst : bool, optional
+        CSV only (other formats store typed times): read dates like ``01/02/1990`` day first
+        (1 February) when ``True``, month first when ``False``. By default the order the values show
+        is taken (a first number above 12 is a day); dates that read both ways are read month first,
+        with a warning.
     **kwargs
         Passed on to the reader (``xarray.open_dataset``, ``xarray.open_zarr``,
         ``rioxarray.open_rasterio`` or ``pandas.read_csv``). For GRIB, ``backend_kwargs`` are merged
@@ -79,7 +85,7 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
     parsed_crs = None if crs is None else parse_crs(crs)
     reader = _reader_for(path)
     if reader is open_csv:
-        return open_csv(path, chunks=chunks, crs=parsed_crs, **kwargs)
+        return open_csv(path, chunks=chunks, crs=parsed_crs, dayfirst=dayfirst, **kwargs)
     ds = reader(path, chunks=chunks, **kwargs)
     return ds if parsed_crs is None else write_crs(ds, parsed_crs)
 

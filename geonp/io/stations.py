@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pyproj  # noqa: F401  isort: skip  (before cfgrib can load eccodes; see geonp/__init__.py)
 
+import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,8 +92,13 @@ def _station_ids(df: pd.DataFrame, found: dict[str, str | None]) -> pd.Series:
     return df.groupby(position, sort=False).ngroup()
 
 
-def open_csv(path: Path, *, chunks: Any = None, crs: pyproj.CRS | None = None, **kwargs: Any) -> xr.Dataset:
-    """Read a station table: one row per observation (station, position, optional time, values)."""
+def open_csv(path: Path, *, chunks: Any = None, crs: pyproj.CRS | None = None, dayfirst: bool | None = None,
+             **kwargs: Any) -> xr.Dataset:
+    """Read a station table: one row per observation (station, position, optional time, values).
+
+    ``dayfirst`` reads dates like ``01/02/1990`` day first (1 February); ``None`` takes the order the
+    values show (a first number above 12 is a day), else month first with a warning (:func:`_day_first`).
+    """
     try:
         df = pd.read_csv(path, **kwargs)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as err:
@@ -102,17 +109,44 @@ def open_csv(path: Path, *, chunks: Any = None, crs: pyproj.CRS | None = None, *
     found = _station_columns(df, path, crs)
     df = df.assign(_station=_station_ids(df, found).to_numpy())
     if found["time"] is not None:
-        df["_time"] = _parse_times(df[found["time"]], path)
+        df["_time"] = _parse_times(df[found["time"]], path, _day_first(df[found["time"]], dayfirst, path))
     ds = _station_table_to_dataset(df, found, path)
     if crs is not None:
         ds = write_crs(ds, crs)
     return ds if chunks is None else ds.chunk(chunks)
 
 
-def _parse_times(column: pd.Series, path: Path) -> pd.Series:
-    """Parse a time column, with a readable error."""
+_NUMBER_DATE = re.compile(r"^\s*(\d{1,2})[/.\-](\d{1,2})[/.\-]\d{2,4}\b")
+
+
+def _day_first(column: pd.Series, dayfirst: bool | None, path: Path) -> bool:
+    """Whether dates like ``01/02/1990`` are day first: as given, else as the values show.
+
+    Without ``dayfirst``, a first number above 12 somewhere means day first, a second one above 12
+    month first; when every date reads both ways, month first (pandas' default) with a warning.
+    """
+    if dayfirst is not None:
+        return bool(dayfirst)
+    parts = column.dropna().astype(str).str.extract(_NUMBER_DATE)
+    if parts.empty or parts.isna().any(axis=None):
+        return False  # ISO or other forms: no day/month order to choose
+    first, second = parts[0].astype(int), parts[1].astype(int)
+    if (first > 12).any() or (second > 12).any():
+        return bool((first > 12).any() and not (second > 12).any())
+    if (first != second).any():
+        example = column.dropna().astype(str).iloc[int(np.argmax((first != second).to_numpy()))]
+        warnings.warn(
+            f"{path.name!r}: time column {column.name!r} has dates like {example!r} that read either way (day/month "
+            "or month/day); they are read month first, as pandas does. Pass dayfirst=True to "
+            "geonp.open_dataset (CLI --dayfirst) if the day comes first, or dayfirst=False to silence this.",
+            UserWarning, stacklevel=4)
+    return False
+
+
+def _parse_times(column: pd.Series, path: Path, dayfirst: bool = False) -> pd.Series:
+    """Parse a time column (``01/02/1990`` as 1 February when ``dayfirst``), with a readable error."""
     try:
-        return pd.to_datetime(column)
+        return pd.to_datetime(column, dayfirst=dayfirst)
     except (ValueError, TypeError):
         pass
     try:  # ISO dates of mixed precision, e.g. 2019-03-01 and 2019-03-01T12:00
@@ -120,7 +154,8 @@ def _parse_times(column: pd.Series, path: Path) -> pd.Series:
     except (ValueError, TypeError) as err:
         raise DataFormatError(
             f"{path.name!r}: time column {column.name!r} could not be parsed as dates ({err}); expected ISO "
-            "dates such as 2019-03-01 or 2019-03-01T12:00; fix the column or rename it if it is not a time"
+            "dates such as 2019-03-01 or 2019-03-01T12:00 (or dates like 01/02/1990 in one order: pass "
+            "dayfirst=True for day/month/year); fix the column or rename it if it is not a time"
         ) from err
 
 
