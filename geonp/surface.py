@@ -231,9 +231,10 @@ def elevation_factor(name: str, v: xr.DataArray) -> float:
         return _LENGTH_UNITS[words[0]]
     raise ConfigError(
         f"elevation {name!r} has units {units!r}; expected a length (m, km, ft) or a geopotential (m2 s-2). "
-        "Only elevation (or surface geopotential) can be the elevation covariate: name another variable (e.g. "
-        f"covariates='orography'), drop {name!r} to predict without elevation, or if it is elevation convert it "
-        f"to metres and set ds[{name!r}].attrs['units'] = 'm'.")
+        "Only elevation (or surface geopotential) can be the elevation covariate: name the elevation variable "
+        "instead (e.g. covariates='orography', CLI --covariates orography), or leave it out (a variable named "
+        f"like elevation is found on its own: drop or rename {name!r}); if it is elevation, convert it to metres "
+        f"and set ds[{name!r}].attrs['units'] = 'm'.")
 
 
 def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
