@@ -119,7 +119,8 @@ class GeonpAccessor:
 
         Takes ``model`` (default ``"bsa-tnp"``; a fitted :class:`geonp.Model` or the path of a
         saved one is trained further on this data, keeping its covariates and windows), ``task``
-        (``"infill"`` or ``"forecast"``), ``max_time`` (``"10min"``) and/or ``steps``, ``seed``, ``covariates``,
+        (``"infill"`` or ``"forecast"``), ``max_time`` (``"10min"``: the training loop; reading,
+        validation and calibration add 20–40 s) and/or ``steps``, ``seed``, ``covariates``,
         ``pretrained`` (start from shipped weights, default ``True``), ``device``, ``progress``, for
         ``task="infill"`` ``land`` (see :meth:`infill`) and, for ``task="forecast"``,
         ``reference`` (see :meth:`forecast`; saved with the model). Forecasts use no land–sea trend.

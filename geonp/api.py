@@ -29,6 +29,7 @@ from .errors import (
     NoDataError,
     TimeAxisError,
     VariableNotFoundError,
+    VariableTypeError,
 )
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
@@ -71,6 +72,10 @@ def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tupl
         return None, covariates, ("elevation",)
     if isinstance(covariates, str):
         covariates = [covariates]
+    if not isinstance(covariates, (list, tuple)) or not all(isinstance(c, (str, xr.DataArray)) for c in covariates):
+        raise VariableTypeError(f"covariates= got {type(covariates).__name__}; expected names ('elevation', 'hour', "
+                                "'doy', or a variable of the data), a list of them, or an elevation DataArray on "
+                                "the data's space coordinates (xr.DataArray(dem, dims=..., coords=...)).")
     names, elev = [], None
     for c in covariates:
         if isinstance(c, xr.DataArray):
@@ -180,8 +185,8 @@ def infill(
         out = out.isel(__time__=0, drop=True)
     if target is None:
         observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
-        filled = observed.where(observed.notnull(), out[f"{layout.var}_mean"].astype(src.dtype))
-        filled = filled.astype(np.float32)
+        dtype = np.result_type(src.dtype, np.float32)  # float64 observations are kept to the last bit
+        filled = observed.astype(dtype).where(observed.notnull(), out[f"{layout.var}_mean"].astype(dtype))
         filled.attrs, filled.encoding = variable_attrs(src, "filled", layout.var), {}  # not the input's own
         out[f"{layout.var}_filled"] = filled
         out = out.transpose(*src.dims)
@@ -248,8 +253,12 @@ def forecast(
     _check_batch_size(batch_size)
     ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates, land="none")  # forecasts use no land trend
     if layout.time is None:
+        numeric = [d for d in ds[layout.var].dims if d in ds.coords and "time" in str(d).lower()]
+        hint = (f" {numeric[0]!r} holds {ds[numeric[0]].dtype} values, not dates: assign datetimes (e.g. "
+                "pd.to_datetime) or CF units such as 'hours since 2019-03-01' and decode them (xr.decode_cf)."
+                if numeric else " Use ds.np.infill for data without time.")
         raise TimeAxisError(f"{layout.var!r} has no time axis (dims {list(ds[layout.var].dims)}); forecasting needs "
-                            "past frames. Use ds.np.infill for data without time.")
+                            f"past frames.{hint}")
     times = np.asarray(ds[layout.time].values)
     if len(times) < 2:
         raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one. "

@@ -316,7 +316,10 @@ def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset, target_dims: Sequence[st
                 out["__time__" if d == layout.time else d] = int(max(c))
     if chunks is None:
         return out
-    if isinstance(chunks, (int, np.integer)):
+    if isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool):
+        if int(chunks) < 1:
+            raise ConfigError(f"chunks={chunks!r}; expected a positive number of frames per chunk, or a dict such "
+                              "as {'time': 24}.")
         out["__time__"] = out["init_time"] = int(chunks)
         return out
     if not isinstance(chunks, Mapping):

@@ -170,7 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="MODEL.geonp", help="model file to write")
     p.add_argument("--task", choices=("infill", "forecast"), default="infill",
                    help="what to train for (default infill)")
-    p.add_argument("--max-time", metavar="DURATION", help="training time budget, e.g. 90s, 10min, 1h")
+    p.add_argument("--max-time", metavar="DURATION",
+                   help="training time budget, e.g. 90s, 10min, 1h (the training loop: reading, validation and "
+                        "calibration add 20-40 s)")
     p.add_argument("--steps", type=int, metavar="N", help="training step budget")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--covariates", nargs="*", metavar="NAME",

@@ -113,5 +113,9 @@ class NoContextWarning(UserWarning):
     """Some targets had no observation within their window and were left NaN."""
 
 
+class FarFromDataWarning(UserWarning):
+    """Some targets lie farther from the data than the weights have seen; their std was raised to the prior's."""
+
+
 class ShortHistoryWarning(UserWarning):
     """A forecast starts from an initial time with a single frame of history."""

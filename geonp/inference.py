@@ -18,14 +18,28 @@ import numpy as np
 import torch
 
 from .allocator import release_freed_memory
-from .data.tasks import Task, Window, coarsen_far, forecast_tasks, gap_to_context, infill_tasks, nearest_distance
-from .errors import ConfigError, NoContextWarning
+from .data.tasks import (
+    FAR_GAP_MAX_FACTOR,
+    FAR_GAP_UNITS,
+    Task,
+    Window,
+    coarsen_far,
+    forecast_tasks,
+    gap_to_context,
+    infill_tasks,
+    nearest_distance,
+)
+from .errors import ConfigError, FarFromDataWarning, NoContextWarning
 from .models import Batch, NeuralProcess, model_from_config
 from .normalise import Normaliser
 
 __all__ = [
     "ModelPayload", "collate", "predict_tasks", "resolve_device", "net_from_payload", "infill_block", "forecast_block",
 ]
+
+#: targets farther than this (model units) from every observation of their frame get the prior's std at least
+#: (:func:`_far_floors`): the farthest :func:`coarsen_far` brings within the distances of the pretraining tasks
+FAR_FROM_DATA_UNITS = FAR_GAP_UNITS * FAR_GAP_MAX_FACTOR  # as geonp.tiling's
 
 #: padded context × tasks per forward pass (bounds memory; results do not depend on it)
 MAX_BATCH_POINTS = 1 << 15
@@ -83,6 +97,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         raise ConfigError(f"device={device!r} is not a device torch knows; expected 'auto', 'cpu' or 'cuda'.") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device='cuda' was asked for but no CUDA GPU is available; use device='auto' or 'cpu'.")
+    if dev.type not in ("cpu", "cuda"):  # mps, xpu, meta, ...: torch knows them, geonp is not checked on them
+        raise ConfigError(f"device={device!r}: geonp runs on 'cpu' or 'cuda'; expected 'auto', 'cpu' or 'cuda'.")
     return dev
 
 
@@ -179,11 +195,12 @@ def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
     return window, np.arange(n_ctx, n_ctx + n_tgt)
 
 
-def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None) -> np.ndarray:
+def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None) -> np.ndarray:
     """Predict the tasks that are not ``None`` into ``[2, n_out, n_tgt]`` (NaN elsewhere).
 
     ``places[i]``: where task ``i``'s targets go, as ``(output row, slice of its targets)``
-    pairs; by default task ``i`` fills row ``i``.
+    pairs; by default task ``i`` fills row ``i``. ``floors[i]`` (optional): the least std of task
+    ``i``'s targets (:func:`_far_floors`).
     """
     places = places or [[(i, slice(None))] for i in range(len(tasks))]
     out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)
@@ -192,14 +209,44 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None) -> np.ndarray:
     if empty:
         warnings.warn(
             f"{empty} of {n_out} frames of a block have no observation within their window "
-            f"({n_tgt} points each): their mean and std are NaN. Widen time_window= (or context_frames=), or "
-            "halo= or tile= (a small tile inside a large gap sees no data), to predict them.", NoContextWarning,
+            f"({n_tgt} points each; targets far from all the data get none): their mean and std are NaN. Widen "
+            "time_window= (or context_frames=), or halo= or tile= (a small tile inside a large gap sees no data), "
+            "to predict them.", NoContextWarning,
             stacklevel=2,
         )
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
+        if floors is not None and floors[i] is not None:
+            std = np.maximum(std, floors[i])
         for row, part in places[i]:
             out[0, row], out[1, row] = mean[part].reshape(n_tgt), std[part].reshape(n_tgt)
+    return out
+
+
+def _far_floors(tasks, gaps, own, n_tgt: int) -> list[np.ndarray | None]:
+    """Per task, the least std of its (block's own) targets: the prior's where they are far from the data.
+
+    A target more than :data:`FAR_FROM_DATA_UNITS` from every observation of its frame lies beyond
+    the distances the weights were trained on, even in coarser units (:func:`coarsen_far`), and the
+    network's std there does not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km
+    from ERA5 data whose spread is 1.6 K). A GP's std tends to its prior's far from the data:
+    the spread of the task's context (``Task.scale``, data units) is the floor there.
+    """
+    out, far_count = [], 0
+    for t, gap, where in zip(tasks, gaps, own):
+        if t is None or gap is None:
+            out.append(None)
+            continue
+        far = np.concatenate([gap[k * n_tgt:(k + 1) * n_tgt] for _, k in where]) > FAR_FROM_DATA_UNITS
+        far_count += int(far.sum())
+        out.append(np.where(far, float(t.scale), 0.0) if far.any() else None)
+    if far_count:
+        warnings.warn(
+            f"targets lie more than {FAR_FROM_DATA_UNITS:g} spacing units (typical distances between observations) "
+            "from every observation of their frame, farther than the model was trained on: their std is raised "
+            "to the spread of the data in their window (a prior's), their mean is little more than its mean. "
+            "Predict nearer the data (targets=, a smaller domain) or treat them as unconstrained.",
+            FarFromDataWarning, stacklevel=3)
     return out
 
 
@@ -282,17 +329,16 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     groups = meta.get("groups") or [np.array([f]) for f in frames]
     own = _group_places(groups, frames)
     tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
-    fill_gaps = bool(meta.get("fill_gaps"))
     # each target's distance to its frame's context (model units, before any coarsening): for the std
-    # factors per gap size, and for coarsening when predicting at other points than the data's own
-    gaps = [None if t is None or (fill_gaps and not norm.gap_std_scale) else gap_to_context(t) for t in tasks]
+    # factors per gap size, the prior's std far from the data, and coarsening at targets= points
+    gaps = [None if t is None else gap_to_context(t) for t in tasks]
     n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
     deep = _deepest_gaps(window, n_source, groups, gaps, meta)
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(frames), n_tgt, places)
+                len(frames), n_tgt, places, floors=_far_floors(tasks, gaps, own, n_tgt))
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)

@@ -20,13 +20,15 @@ import dask
 import numpy as np
 
 from . import frames
+from .data.tasks import FAR_GAP_MAX_FACTOR, FAR_GAP_UNITS
 from .frames import Frame
 from .normalise import grid_axis_spacing_km
 
 if TYPE_CHECKING:
     from .chunked import Problem, Space
 
-__all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS", "axis_steps_km", "distance_km",
+__all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS", "FAR_FROM_DATA_UNITS",
+           "axis_steps_km", "distance_km",
            "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
            "prediction_groups", "block_windows", "scatter", "combine"]
 
@@ -38,6 +40,9 @@ DEFAULT_STATIONS = 4096
 #: the pretraining tasks: a station tile at a corner of the network holds one or two stations, and its
 #: window would hold too few for a trend (a 120-station test network infilled 2.85 °C off with 4)
 MIN_WINDOW_POINTS = 64
+#: how far (model units) a window may grow beyond its tile's reach to hold those points: the farthest
+#: gap :func:`geonp.data.coarsen_far` brings within the distances of the pretraining tasks
+FAR_FROM_DATA_UNITS = FAR_GAP_UNITS * FAR_GAP_MAX_FACTOR
 
 
 def axis_steps_km(space: Space, frame_km: np.ndarray | None) -> tuple[float | None, float | None]:
@@ -149,7 +154,9 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
 
     The window holds the source points within ``halo_km`` of the reach of the target points
     ``reach_idx`` (default ``tile_idx``: a whole tile, of which ``tile_idx`` may be a part), and
-    at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre.
+    at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre, unless they lie
+    more than :data:`FAR_FROM_DATA_UNITS` beyond that reach (targets far from every observation,
+    e.g. ``targets=`` on another continent, get no window: NaN and a ``NoContextWarning``).
     """
     src, tgt = problem.source, problem.target
     reach_idx = tile_idx if reach_idx is None else reach_idx
@@ -161,15 +168,15 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
     reach = distance_km(tgt, reach_idx, lon0, lat0, frame, centre_km).max() + halo_km
     dist = distance_km(src, None, lon0, lat0, frame, centre_km)
     fewest = min(MIN_WINDOW_POINTS, len(dist))
-    if int((dist <= reach).sum()) < fewest:  # a small tile at an edge
-        reach = float(np.partition(dist, fewest - 1)[fewest - 1])
+    if int((dist <= reach).sum()) < fewest:  # a small tile at an edge, but not reaching out to remote data
+        reach = min(float(np.partition(dist, fewest - 1)[fewest - 1]), reach + FAR_FROM_DATA_UNITS * problem.unit_km)
     near = dist <= reach
     if src.is_grid:
         grid = near.reshape(src.shape)
         sel = []
         for axis in range(2):
             hit = np.flatnonzero(grid.any(axis=1 - axis))
-            sel.append(slice(int(hit.min()), int(hit.max()) + 1))
+            sel.append(slice(int(hit.min()), int(hit.max()) + 1) if len(hit) else slice(0, 0))
         sel = tuple(sel)
         ctx_idx = np.arange(src.size).reshape(src.shape)[sel].reshape(-1)
     else:

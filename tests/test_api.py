@@ -22,6 +22,7 @@ from geonp.errors import (
     TimeAxisError,
     UnknownOptionError,
     VariableNotFoundError,
+    VariableTypeError,
 )
 
 
@@ -350,6 +351,22 @@ def test_infill_errors():
         ds.np.infill("t2m", model="tnp-d")
     with pytest.raises(ConfigError, match="chunks has dim 'level'"):
         ds.np.infill("t2m", chunks={"level": 2})
+    with pytest.raises(ConfigError, match=r"chunks=-3; expected a positive number of frames"):
+        ds.np.infill("t2m", chunks=-3)
+    with pytest.raises(VariableTypeError, match="covariates= got ndarray; expected names.*xr.DataArray"):
+        ds.np.infill("t2m", covariates=np.zeros(ds.t2m.shape[1:]))
+    with pytest.raises(ConfigError, match="device='mps': geonp runs on 'cpu' or 'cuda'"):
+        ds.np.infill("t2m", device="mps")
+
+
+def test_filled_keeps_float64_observations_to_the_last_bit(small):
+    ds, _ = small
+    wide = ds.astype("float64") + 1e-7  # below float32 resolution at 280 K
+    out = wide.np.infill("t2m")
+    assert out.t2m_filled.dtype == np.float64 and out.t2m_mean.dtype == np.float32
+    seen = np.isfinite(wide.t2m.values)
+    np.testing.assert_array_equal(out.t2m_filled.values[seen], wide.t2m.values[seen])
+    assert ds.np.infill("t2m").t2m_filled.dtype == np.float32
 
 
 def test_forecast_contract_and_errors(small):

@@ -158,3 +158,9 @@ def test_resuming_a_write_tells_runs_with_other_options_or_input_apart(tmp_path)
     assert digest(lazy, tile=2.0) != same and digest(lazy, land="none") != same and digest(lazy, time_window=0) != same
     assert digest(ds.chunk({"time": 2})) == digest(ds.chunk({"time": 2}))   # in memory: by the values
     assert digest((ds + 1.0).chunk({"time": 2})) != digest(ds.chunk({"time": 2}))
+
+
+def test_forecast_on_a_time_dim_of_plain_numbers_says_they_are_not_dates(full):
+    numbers = full.assign_coords(time=np.arange(full.sizes["time"]))
+    with pytest.raises(TimeAxisError, match="'time' holds int64 values, not dates: assign datetimes"):
+        numbers.np.forecast("t2m", hours=1)

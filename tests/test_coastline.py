@@ -108,7 +108,7 @@ def test_land_option__bad_values_are_typed_errors():
     with pytest.raises(ConfigError, match=r"land=3 is not an option; expected one of \['auto', 'data', 'none'\]"):
         ds.np.infill("t2m", land=3)
     bad = ds.assign_coords(flag=("time", [0.0, 1.0]))
-    with pytest.raises(CoordinateError, match="land-sea mask 'flag' has dims .*expected numeric values on the space"):
+    with pytest.raises(CoordinateError, match="land-sea mask 'flag' has dims .*expected numeric or boolean values"):
         bad.np.infill("t2m", land="flag")
 
 
