@@ -50,3 +50,9 @@ def test_the_lock_is_released_when_the_write_fails(tmp_path):
         with write_lock(out):
             raise OutputExistsError("simulated")
     assert not (tmp_path / "o.zarr.lock").exists()
+
+
+def test_a_store_in_a_new_folder_is_written(tmp_path):
+    out = tmp_path / "sub" / "deeper" / "o.zarr"
+    to_zarr(_ds(), out, progress=False)
+    assert out.exists() and not (out.parent / "o.zarr.lock").exists()

@@ -51,6 +51,7 @@ def write_lock(path: Path) -> Iterator[Path]:
     """
     lock = path.with_name(path.name + LOCK_SUFFIX)
     me = {"pid": os.getpid(), "host": socket.gethostname()}
+    lock.parent.mkdir(parents=True, exist_ok=True)  # as the store's own folder would be
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
