@@ -281,7 +281,7 @@ def forecast(
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
         kind=kind, raw=ds.isel(past) if kind == "diurnal" else None, halo=halo, tile=tile)
     lazy = ds[layout.var].chunks is not None or chunks is not None
-    chunk_map = chunk_sizes(chunks, layout, ds)
+    chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
     problem, _ = _plan(work, layout, m, "forecast")
     from .inference import ModelPayload, resolve_device
 

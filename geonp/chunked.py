@@ -294,7 +294,8 @@ def _with_fields(base: dict, fields: dict) -> dict:
     return {**base, **fields}
 
 
-def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset, target_dims: Sequence[str] | None = None) -> dict:
+def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset, target_dims: Sequence[str] | None = None,
+                forecast: bool = False) -> dict:
     """Normalise ``chunks=`` to {"__time__": frames, <space dim>: size, "init_time": n}.
 
     Dims that ``chunks=`` leaves unset take the input's own dask chunks, if any. ``target_dims``:
@@ -325,7 +326,7 @@ def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset, target_dims: Sequence[st
     if not isinstance(chunks, Mapping):
         raise ConfigError(f"chunks={chunks!r}; expected an int (frames per chunk) or a dict such as "
                           "{'time': 24, 'latitude': 64, 'longitude': 64}.")
-    known = {layout.time, *space_dims, "init_time", *layout.extra_dims} - {None}
+    known = {layout.time, *space_dims, *layout.extra_dims, *(["init_time"] if forecast else [])} - {None}
     for k, v in chunks.items():
         if k not in known:
             raise ConfigError(f"chunks has dim {k!r}; expected some of {sorted(known)}.")

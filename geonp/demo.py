@@ -227,6 +227,11 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
     png = Path(png).expanduser() if png is not None else None
     _check_new(out, overwrite, "output")
     _check_new(png, overwrite, "image")
+    if png is not None and png.suffix.lower() != ".png":
+        from .errors import ConfigError
+
+        raise ConfigError(f"png={str(png)!r} ends in {png.suffix!r}; the demo writes a PNG image: give a path "
+                          "ending in '.png'.")
     resolve_model(model)  # fail fast on an unknown name, before drawing the field
 
     if progress:

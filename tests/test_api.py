@@ -351,6 +351,9 @@ def test_infill_errors():
         ds.np.infill("t2m", model="tnp-d")
     with pytest.raises(ConfigError, match="chunks has dim 'level'"):
         ds.np.infill("t2m", chunks={"level": 2})
+    infill_dims = r"\['latitude', 'longitude', 'time'\]"
+    with pytest.raises(ConfigError, match=r"chunks has dim 'init_time'; expected some of " + infill_dims):
+        ds.np.infill("t2m", chunks={"init_time": 1})  # a forecast's dim only
     with pytest.raises(ConfigError, match=r"chunks=-3; expected a positive number of frames"):
         ds.np.infill("t2m", chunks=-3)
     with pytest.raises(VariableTypeError, match="covariates= got ndarray; expected names.*xr.DataArray"):

@@ -554,6 +554,10 @@ def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, m
     assert main(["demo"]) == 2
     assert "'demo.png' exists" in _one_error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.png"]
+    (tmp_path / "demo.png").unlink()
+    assert main(["demo", "--png", "map.jpg"]) == 2  # it wrote PNG bytes into the .jpg
+    assert "png='map.jpg' ends in '.jpg'; the demo writes a PNG image" in _one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
