@@ -92,8 +92,8 @@ def _prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout
     elev_name, elev_da, explicit = _split_covariates(covariates)
     ds, name = geo.select_variable(obj, var)
     if elev_da is not None:  # scalar coordinates (a DEM cut to one row) would clash: its dims are checked later
-        ds = ds.assign_coords(elevation=elev_da.reset_coords(drop=True))
-        elev_name = "elevation"
+        elev_name = "elevation" if name != "elevation" else "covariate_elevation"  # not the variable itself
+        ds = ds.assign_coords({elev_name: elev_da.reset_coords(drop=True)})
     if elev_name is not None and elev_name not in ds.variables:
         raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
                                     f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")

@@ -164,3 +164,17 @@ def test_forecast_on_a_time_dim_of_plain_numbers_says_they_are_not_dates(full):
     numbers = full.assign_coords(time=np.arange(full.sizes["time"]))
     with pytest.raises(TimeAxisError, match="'time' holds int64 values, not dates: assign datetimes"):
         numbers.np.forecast("t2m", hours=1)
+
+
+def test_a_dem_passed_for_a_variable_named_elevation_is_its_covariate():
+    # covariates=<DataArray> was stored as an 'elevation' coordinate, which replaced the variable itself
+    lat, lon = np.linspace(45, 46, 12), np.linspace(7, 8, 14)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    dem = xr.DataArray(1000 + 500 * np.sin(la * 3) * np.cos(lo * 2), dims=("lat", "lon"),
+                       coords={"lat": lat, "lon": lon})
+    v = dem.values + np.random.default_rng(0).normal(0, 5, dem.shape)
+    v[np.random.default_rng(1).random(v.shape) < 0.3] = np.nan
+    ds = xr.Dataset({"elevation": (("lat", "lon"), v, {"units": "m"})}, coords={"lat": lat, "lon": lon})
+    out = ds.np.infill("elevation", covariates=dem)
+    assert set(out.data_vars) == {"elevation_mean", "elevation_std", "elevation_filled"}
+    assert np.abs(out.elevation_mean.values - dem.values)[np.isnan(v)].mean() < 20.0  # the DEM's own values, ±5 m noise
