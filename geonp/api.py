@@ -8,7 +8,6 @@ weights on the input, :mod:`geonp.io` writes.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,35 +32,11 @@ from .errors import (
 )
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
+from .timeaxis import parse_duration
 
 __all__ = ["infill", "forecast", "fit", "parse_duration"]
 
 _COVARIATE_KEYWORDS = ("hour", "doy")
-
-
-def parse_duration(value: float | int | str | None) -> float | None:
-    """Seconds from ``600``, ``"90s"``, ``"10min"``, ``"1.5h"`` (``None`` stays ``None``).
-
-    Raises
-    ------
-    ConfigError
-        Not a positive duration.
-    """
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hours?)?\s*",
-                         str(value).lower())
-        if m is None:
-            raise ConfigError(f"max_time={value!r} is not a duration; expected seconds or a string like '90s', "
-                              "'10min' or '1h'.")
-        unit = (m.group(2) or "s")[0]
-        seconds = float(m.group(1)) * {"s": 1.0, "m": 60.0, "h": 3600.0}[unit]
-    if not seconds > 0:
-        raise ConfigError(f"max_time={value!r} must be positive.")
-    return seconds
 
 
 def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tuple[str, ...] | None]:

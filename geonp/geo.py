@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from . import timeaxis
+from .coordinates import check_coordinates
 from .errors import CoordinateError, CRSError, GeonpError, VariableNotFoundError, VariableTypeError
 from .surface import LAND_OPTIONS, elevation_name, find_elevation, land_name
 
@@ -276,7 +277,7 @@ def describe(
     elev = elevation_name(ds, set(space_dims), elevation, var)
     mask = land_name(ds, set(space_dims), time, land, var)
     layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask)
-    _check_coordinates(ds, layout)
+    check_coordinates(ds, layout)
     return ds, layout
 
 
@@ -284,94 +285,6 @@ def _read_crs(ds: xr.Dataset, crs) -> pyproj.CRS | None:
     from .io.crs import read_crs  # io/ is torch-free too
 
     return read_crs(ds, crs=crs)
-
-
-def _check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
-    for name in (layout.y, layout.x):  # projected x/y as well as longitude/latitude
-        values = np.asarray(ds[name].values, dtype=np.float64)
-        bad = int((~np.isfinite(values)).sum())
-        if bad:
-            raise CoordinateError(
-                f"coordinate {name!r} has {bad} missing (NaN or infinite) value(s) of {values.size}; expected a "
-                f"position for every point. Drop those points first, e.g. ds.where(ds[{name!r}].notnull(), "
-                "drop=True)."
-            )
-    if layout.geographic:
-        lat = np.asarray(ds[layout.y].values, dtype=np.float64)
-        lon = np.asarray(ds[layout.x].values, dtype=np.float64)
-        if np.abs(lat).max() > 90.0:
-            raise CoordinateError(f"latitude {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
-                                  "expected finite values in [-90, 90]. Check that latitude and longitude are not "
-                                  "swapped and that the units are degrees.")
-        if lon.min() < -180.0 or lon.max() > 360.0:
-            _refuse_longitude(lon, layout.x)
-    for name in (layout.x, layout.y):
-        c = ds[name]
-        if c.ndim == 1 and layout.is_grid and c.dims[0] in layout.space_dims:
-            values = np.asarray(c.values, dtype=np.float64)
-            if layout.geographic and name == layout.x:
-                _check_contiguous_longitude(values, name)
-                values = np.rad2deg(np.unwrap(np.deg2rad(values)))  # a grid across the dateline is monotonic here
-            _check_monotonic(values, name)
-    if not layout.is_grid:
-        dim = layout.space_dims[0]
-        if dim in ds.indexes and not ds.indexes[dim].is_unique:
-            twice = ds.indexes[dim][ds.indexes[dim].duplicated()].unique()
-            raise CoordinateError(f"station coordinate {dim!r} repeats {len(twice)} label(s), e.g. "
-                                  f"{[str(v) for v in twice[:3]]}; expected one entry per station. Drop repeats with "
-                                  f"ds.drop_duplicates({dim!r}) or give the stations distinct labels.")
-    if layout.time is not None:
-        t = ds[layout.time].values
-        if np.issubdtype(t.dtype, np.datetime64) and np.isnat(t).any():
-            raise CoordinateError(f"time coordinate {layout.time!r} has {int(np.isnat(t).sum())} missing (NaT) "
-                                  f"value(s) of {t.size}; expected a time for every frame. Drop them first, e.g. "
-                                  f"ds.sel({{{layout.time!r}: ds[{layout.time!r}].notnull()}}).")
-        if len(t) > 1:
-            d = timeaxis.steps_seconds(t) if timeaxis.is_time(t) else None
-            if d is not None and not (d > 0).all():
-                kind = "duplicate" if (d == 0).any() else "non-monotonic"
-                raise CoordinateError(f"time coordinate {layout.time!r} has {kind} values; expected strictly "
-                                      "increasing times. Sort with ds.sortby('time') and drop duplicates with "
-                                      "ds.drop_duplicates('time').")
-
-
-def _refuse_longitude(lon: np.ndarray, name: str) -> None:
-    """Raise for longitudes outside [-180, 360]: degrees running past 360, or not degrees at all."""
-    found = f"longitude {name!r} has values from {lon.min():g} to {lon.max():g}; expected degrees in [-180, 360]."
-    if lon.min() >= -180.0 and lon.max() <= 720.0:
-        raise CoordinateError(
-            f"{found} They look like degrees that run past 360 (wrap-around columns repeated after 360, or a "
-            f"region across 0° counted on from 360). Bring them into -180..180 first, e.g. "
-            f"ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180).sortby({name!r}), or drop the repeated "
-            f"columns, e.g. ds.sel({name}=ds.{name} < 360).")
-    raise CoordinateError(f"{found} Convert radians or projected metres to degrees first.")
-
-
-def _check_contiguous_longitude(values: np.ndarray, name: str) -> None:
-    """Refuse a sorted longitude axis whose two ends meet in the middle (a region across 0° in 0..360 order)."""
-    d = np.diff(values)
-    if len(values) < 3 or not ((d > 0).all() or (d < 0).all()):
-        return
-    jump = int(np.argmax(np.abs(d)))
-    if abs(d[jump]) > 180.0:
-        raise CoordinateError(
-            f"longitude {name!r} jumps from {values[jump]:g} to {values[jump + 1]:g} between two neighbouring "
-            "columns: the grid is one region stored with its two halves swapped (a region across 0° in 0..360 "
-            "order, or across 180° in -180..180 order), so neighbouring columns are not neighbours on the "
-            f"ground. Put the columns in geographic order first, e.g. ds.roll({name}=-{jump + 1}, roll_coords=True) "
-            f"or ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180).sortby({name!r}).")
-
-
-def _check_monotonic(values: np.ndarray, name: str) -> None:
-    if len(values) < 2:
-        return
-    d = np.diff(values)
-    if (d == 0).any():
-        raise CoordinateError(f"coordinate {name!r} has duplicate values; expected a grid with distinct "
-                              f"coordinates. Drop them with ds.drop_duplicates({name!r}).")
-    if not ((d > 0).all() or (d < 0).all()):
-        raise CoordinateError(f"coordinate {name!r} is neither increasing nor decreasing; expected a monotonic "
-                              f"grid axis. Sort it with ds.sortby({name!r}).")
 
 
 def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tuple[xr.Dataset, Layout]:

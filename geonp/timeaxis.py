@@ -6,6 +6,7 @@ missing 29 February is still 24 h. No torch here.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -16,7 +17,7 @@ from .errors import ConfigError, ShortHistoryWarning, TimeAxisError
 
 __all__ = ["is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
            "time_hours", "time_step_hours", "check_regular", "is_monthly",
-           "lead_count", "valid_times", "warn_short_history"]
+           "lead_count", "valid_times", "warn_short_history", "parse_duration"]
 
 #: shortest and longest step of an axis of calendar months, in hours
 _MONTH_HOURS = (28 * 24, 31 * 24)
@@ -213,3 +214,28 @@ def warn_short_history(times: np.ndarray, inits: np.ndarray) -> None:
             "shows no change in time, and its std comes out far too small (about 10 x on ERA5 t2m). Start from a "
             f"later init_time (e.g. {times[min(3, len(times) - 1)]}) so that past frames are the context.",
             ShortHistoryWarning, stacklevel=4)
+
+
+def parse_duration(value: float | int | str | None) -> float | None:
+    """Seconds from ``600``, ``"90s"``, ``"10min"``, ``"1.5h"`` (``None`` stays ``None``).
+
+    Raises
+    ------
+    ConfigError
+        Not a positive duration.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hours?)?\s*",
+                         str(value).lower())
+        if m is None:
+            raise ConfigError(f"max_time={value!r} is not a duration; expected seconds or a string like '90s', "
+                              "'10min' or '1h'.")
+        unit = (m.group(2) or "s")[0]
+        seconds = float(m.group(1)) * {"s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    if not seconds > 0:
+        raise ConfigError(f"max_time={value!r} must be positive.")
+    return seconds
