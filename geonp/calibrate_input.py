@@ -202,7 +202,7 @@ def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *,
     sample_raw = None if raw is None else raw.isel(index)
     args, kwargs = (name, ds.isel(index), layout, task), {"raw": sample_raw, "auto": auto, **options}
     key = dask.base.tokenize(calibration_fields, *args, **kwargs)  # deterministic: the same sample and options
-    return dask.delayed(_calibrate_once, pure=True)(key, *args, **kwargs)
+    return dask.delayed(_calibrate_once)(key, *args, dask_key_name=f"calibration-{key}", **kwargs)
 
 
 #: calibrations this process has run, by their inputs' dask token (the most recent few)

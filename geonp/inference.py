@@ -19,8 +19,7 @@ import torch
 
 from .allocator import release_freed_memory
 from .data.tasks import (
-    FAR_GAP_MAX_FACTOR,
-    FAR_GAP_UNITS,
+    FAR_FROM_DATA_UNITS,
     Task,
     Window,
     coarsen_far,
@@ -36,10 +35,6 @@ from .normalise import Normaliser
 __all__ = [
     "ModelPayload", "collate", "predict_tasks", "resolve_device", "net_from_payload", "infill_block", "forecast_block",
 ]
-
-#: targets farther than this (model units) from every observation of their frame get the prior's std at least
-#: (:func:`_far_floors`): the farthest :func:`coarsen_far` brings within the distances of the pretraining tasks
-FAR_FROM_DATA_UNITS = FAR_GAP_UNITS * FAR_GAP_MAX_FACTOR  # as geonp.tiling's
 
 #: padded context × tasks per forward pass (bounds memory; results do not depend on it)
 MAX_BATCH_POINTS = 1 << 15

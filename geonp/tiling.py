@@ -20,14 +20,14 @@ import dask
 import numpy as np
 
 from . import frames
-from .data.tasks import FAR_GAP_MAX_FACTOR, FAR_GAP_UNITS
+from .data.tasks import FAR_FROM_DATA_UNITS
 from .frames import Frame
 from .normalise import grid_axis_spacing_km
 
 if TYPE_CHECKING:
     from .chunked import Problem, Space
 
-__all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS", "FAR_FROM_DATA_UNITS",
+__all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS",
            "axis_steps_km", "distance_km",
            "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
            "prediction_groups", "block_windows", "scatter", "combine"]
@@ -40,9 +40,6 @@ DEFAULT_STATIONS = 4096
 #: the pretraining tasks: a station tile at a corner of the network holds one or two stations, and its
 #: window would hold too few for a trend (a 120-station test network infilled 2.85 °C off with 4)
 MIN_WINDOW_POINTS = 64
-#: how far (model units) a window may grow beyond its tile's reach to hold those points: the farthest
-#: gap :func:`geonp.data.coarsen_far` brings within the distances of the pretraining tasks
-FAR_FROM_DATA_UNITS = FAR_GAP_UNITS * FAR_GAP_MAX_FACTOR
 
 
 def axis_steps_km(space: Space, frame_km: np.ndarray | None) -> tuple[float | None, float | None]:

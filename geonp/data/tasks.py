@@ -24,13 +24,19 @@ from ..normalise import Normaliser
 from ..trend import LAND_CONTRAST_R2, basis_variance, land_contrast, static_basis
 
 __all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
-           "gap_to_context", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR"]
+           "gap_to_context", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR",
+           "FAR_FROM_DATA_UNITS"]
 
 #: targets farther than this from the context of their own frame (model units) are predicted in coarser units
 FAR_GAP_UNITS = 2.5
 
 #: the most :func:`coarsen_far` coarsens the space units
 FAR_GAP_MAX_FACTOR = 3.0
+
+#: the farthest :func:`coarsen_far` brings within the distances of the pretraining tasks (model units): a
+#: window grows by at most this to find data (:func:`geonp.tiling.window`), and targets farther than this
+#: from every observation of their frame get at least the prior's std (``geonp.inference``)
+FAR_FROM_DATA_UNITS = FAR_GAP_UNITS * FAR_GAP_MAX_FACTOR
 
 #: add the variance of the static trend's estimate to the predictive std (:func:`geonp.trend.fit_variance`; False
 #: computes none)
