@@ -190,21 +190,30 @@ def nearest_indices(xq: np.ndarray, xref: np.ndarray, k: int, exclude: np.ndarra
     neighbour (the query itself); ``k' = min(k, available)``. Brute force in blocks of query rows
     (memory ``O(256 · len(xref))``); ties in any order.
     """
-    xq, xref = np.asarray(xq, dtype=np.float64), np.asarray(xref, dtype=np.float64)
     k = min(k, len(xref) - (exclude is not None))
     out = np.empty((len(xq), max(k, 0)), dtype=np.intp)
     if k < 1:
         return out
-    centre = xref.mean(0)  # centred: the expanded squared distances lose no precision to an offset
+    for rows, d in _squared_distances(xq, xref):
+        if exclude is not None:
+            d[np.arange(len(d)), exclude[rows]] = np.inf
+        out[rows] = np.argpartition(d, k - 1, axis=1)[:, :k]
+    return out
+
+
+def _squared_distances(xq: np.ndarray, xref: np.ndarray, block: int = 256):
+    """Yield ``(rows, [len(rows), nref] squared distances)`` for blocks of query rows (memory ``O(block · nref)``).
+
+    Centred on ``xref``'s mean, so the expanded form loses no precision to an offset; never negative.
+    """
+    xq, xref = np.asarray(xq, dtype=np.float64), np.asarray(xref, dtype=np.float64)
+    centre = xref.mean(0)
     xq, xref = xq - centre, xref - centre
     sq_ref = (xref ** 2).sum(1)
-    for start in range(0, len(xq), 256):
-        q = xq[start:start + 256]
-        d = (q ** 2).sum(1)[:, None] + sq_ref[None, :] - 2.0 * (q @ xref.T)
-        if exclude is not None:
-            d[np.arange(len(q)), exclude[start:start + 256]] = np.inf
-        out[start:start + 256] = np.argpartition(d, k - 1, axis=1)[:, :k]
-    return out
+    for start in range(0, len(xq), block):
+        q = xq[start:start + block]
+        yield slice(start, start + len(q)), np.maximum((q ** 2).sum(1)[:, None] + sq_ref[None, :] - 2.0 * (q @ xref.T),
+                                                       0.0)
 
 
 def basis_variance(basis: StaticBasis, coef: np.ndarray, yc: np.ndarray, ec, lc, xyc, et, lt, xyt) -> np.ndarray:
@@ -239,23 +248,17 @@ def neighbour_mean(values: np.ndarray, xq: np.ndarray, xref: np.ndarray, k: int)
     once each and the tied ones share the remaining weight equally, whatever their order.
     """
     values = np.asarray(values, dtype=np.float64)
-    xq, xref = np.asarray(xq, dtype=np.float64), np.asarray(xref, dtype=np.float64)
     k = min(k, len(xref))
     out = np.zeros((len(xq), values.shape[1]))
     if k < 1:
         return out
-    centre = xref.mean(0)
-    xq, xref = xq - centre, xref - centre
-    sq_ref = (xref ** 2).sum(1)
-    for start in range(0, len(xq), 256):
-        q = xq[start:start + 256]
-        d = np.maximum((q ** 2).sum(1)[:, None] + sq_ref[None, :] - 2.0 * (q @ xref.T), 0.0)
+    for rows, d in _squared_distances(xq, xref):
         dk = np.partition(d, k - 1, axis=1)[:, k - 1:k]
-        tol = 1e-9 * np.maximum(dk, 1e-12 * (sq_ref.max() + 1.0))
+        tol = 1e-9 * dk + 1e-300  # relative; exact copies (distance 0) tie exactly
         closer = d < dk - tol
         tied = ~closer & (d <= dk + tol)
         share = (k - closer.sum(1, keepdims=True)) / tied.sum(1, keepdims=True)
-        out[start:start + 256] = (closer @ values + (tied * share) @ values) / k
+        out[rows] = (closer @ values + (tied * share) @ values) / k
     return out
 
 
