@@ -3,8 +3,9 @@
 * infill: factors on the predictive std, ``sqrt(mean(z²))`` over held-out points weighted so
   that their distances to the context match the data's own gaps, per bin of that distance;
 * forecast: per lead, a blend of the network's mean with persistence and the last step's trend
-  (least squares), and the std ``sqrt((a σ)² + b²)`` (maximum likelihood), widened where its 95 %
-  interval would cover fewer of the held-out errors (:func:`coverage_factor`).
+  (least squares, shrunk towards the network alone by cross-validation across the calibration
+  tasks: :func:`shrunk_mean_weights`), and the std ``sqrt((a σ)² + b²)`` (maximum likelihood),
+  widened where its 95 % interval would cover fewer of the held-out errors (:func:`coverage_factor`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
 
-__all__ = ["calibrate", "coverage_factor", "gap_distances", "gap_scales", "match_weights", "mean_weights", "std_fit",
-           "window_context"]
+__all__ = ["calibrate", "coverage_factor", "forecast_fields", "gap_distances", "gap_scales", "match_weights",
+           "mean_weights", "shrunk_mean_weights", "std_fit", "window_context"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
@@ -66,16 +67,30 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
                 "gap_distance": centres, "gap_std_scale": scales, "infill_std_base": base, "infill_std_extra": extra}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
     task_of = np.concatenate([np.full(t.num_targets, i) for i, t in enumerate(tasks)])
-    persistence = np.concatenate([t.persistence for t in tasks])
-    trend = np.concatenate([t.trend for t in tasks])
-    weights, trend_weights = mean_weights(y, mean, persistence, leads, config.max_lead, trend)
-    k = np.clip(leads, 1, config.max_lead) - 1
+    return forecast_fields(y, mean, std, leads, np.concatenate([t.persistence for t in tasks]),
+                           np.concatenate([t.trend for t in tasks]), task_of, config.max_lead)
+
+
+def forecast_fields(y: np.ndarray, mean: np.ndarray, std: np.ndarray, leads: np.ndarray, persistence: np.ndarray,
+                    trend: np.ndarray, groups: np.ndarray, max_lead: int, shrink: bool = True) -> dict:
+    """The forecast calibration's normaliser fields from the held-out errors of its tasks.
+
+    Per lead: the mean blend with persistence and the trend (:func:`shrunk_mean_weights`, or
+    :func:`mean_weights` as fitted with ``shrink=False``), then the std ``sqrt((a σ)² + b²)`` of the
+    blended errors (:func:`std_fit`) widened by :func:`coverage_factor`. ``y``, ``mean``, ``std``,
+    ``persistence`` and ``trend`` are per target point in data units, ``leads`` in frames and
+    ``groups`` the calibration task of each point.
+    """
+    blend = shrunk_mean_weights if shrink else mean_weights
+    weights, trend_weights = blend(y, mean, persistence, leads, max_lead, trend,
+                                   **({"groups": groups} if shrink else {}))
+    k = np.clip(leads, 1, max_lead) - 1
     w, v = np.asarray(weights)[k], np.asarray(trend_weights)[k]
     mean = np.where(np.isfinite(persistence), persistence + w * (mean - persistence), mean) + v * trend
     z2 = ((y - mean) / std) ** 2
     out = {"std_scale": float(np.clip(np.sqrt(np.mean(z2)), 0.2, 5.0))}
     fits = []
-    for k in range(1, config.max_lead + 1):
+    for k in range(1, max_lead + 1):
         sel = leads == k
         if not sel.any():
             fits.append((out["std_scale"], 0.0))
@@ -83,7 +98,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         a, b = std_fit(y[sel] - mean[sel], std[sel])
         with np.errstate(divide="ignore", invalid="ignore"):  # a zero std gives non-finite z, which are dropped
             z = (y[sel] - mean[sel]) / np.sqrt((a * std[sel]) ** 2 + b**2)
-        c = coverage_factor(z, groups=len(np.unique(task_of[sel])))
+        c = coverage_factor(z, groups=len(np.unique(groups[sel])))
         fits.append((a * c, b * c))
     out["lead_std_scale"] = tuple(a for a, _ in fits)
     out["lead_std_extra"] = tuple(b for _, b in fits)
@@ -190,6 +205,52 @@ def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads
             v = float(np.clip((float(r @ f) - w * df) / ff, -0.5, 1.5))
         ws.append(w)
         vs.append(v)
+    return tuple(ws), tuple(vs)
+
+
+def shrunk_mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads: np.ndarray, max_lead: int,
+                        trend: np.ndarray | None = None, *, groups: np.ndarray, folds: int = 8,
+                        steps: int = 11) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """:func:`mean_weights` shrunk towards the network alone (``w = 1, v = 0``) by cross-validation.
+
+    Per lead the blend becomes ``w = 1 + λ (w_ls - 1), v = λ v_ls`` with the ``λ`` in [0, 1] whose
+    blends, fitted without one fold of ``groups`` (calibration tasks: the errors of one forecast
+    are correlated in space, so points are never split from their task), predict that fold best
+    (squared error summed over ``folds`` folds). A blend that only fits its own draw of tasks
+    shrinks back to the network; one every fold agrees on is kept. With fewer than two groups the
+    least-squares weights are returned as they are.
+
+    On ERA5 forecasts calibrated by eight draws of 64 tasks this cut the mean RMSE at +6 h from
+    1.163 to 1.151 K and the worst draw's from 1.204 to 1.190 K (docs/benchmarks.md, "The forecast
+    blend, cross-validated").
+
+    Returns
+    -------
+    w, v : tuple of float
+        One weight per lead, lead 1 first.
+    """
+    w_all, v_all = mean_weights(y, mean, persistence, leads, max_lead, trend)
+    names, index = np.unique(np.asarray(groups), return_inverse=True)
+    folds = min(int(folds), len(names))
+    if folds < 2:
+        return w_all, v_all
+    fold = index % folds
+    f = np.zeros_like(mean) if trend is None else np.where(np.isfinite(trend), trend, 0.0)
+    fits = [mean_weights(y[fold != i], mean[fold != i], persistence[fold != i], leads[fold != i], max_lead,
+                         None if trend is None else f[fold != i]) for i in range(folds)]
+    usable = np.isfinite(persistence) & np.isfinite(mean) & np.isfinite(y)
+    grid = np.linspace(0.0, 1.0, steps)
+    ws, vs = [], []
+    for k in range(1, max_lead + 1):
+        sse = np.zeros(steps)
+        for i, (w, v) in enumerate(fits):
+            sel = usable & (leads == k) & (fold == i)
+            d, r, t = mean[sel] - persistence[sel], y[sel] - persistence[sel], f[sel]
+            pred = (1.0 + grid[:, None] * (w[k - 1] - 1.0)) * d + grid[:, None] * v[k - 1] * t
+            sse += np.sum((r - pred) ** 2, axis=1)
+        lam = float(grid[np.argmin(sse)])  # ties (a lead without held-out points): the smallest λ, the network
+        ws.append(1.0 + lam * (w_all[k - 1] - 1.0))
+        vs.append(lam * v_all[k - 1])
     return tuple(ws), tuple(vs)
 
 

@@ -12,7 +12,7 @@ import xarray as xr
 import geonp  # noqa: F401  registers ds.np
 from geonp import reference
 from geonp.calibrate_input import AUTO_CALIBRATION_INITS, calibration_inits
-from geonp.calibration import mean_weights
+from geonp.calibration import mean_weights, shrunk_mean_weights
 from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
 from geonp.model import resolve_model
 
@@ -132,6 +132,48 @@ def test_mean_weights_fit_the_trend_jointly():
     np.testing.assert_allclose(v[:2], [0.9, 0.4], atol=0.01)
     assert w[2] == 1.5  # clipped, and the trend weight refitted given the clipped w
     np.testing.assert_allclose(v[2], 0.3 + 0.5 * 0.5 / 1.25, atol=0.02)
+
+
+def test_shrunk_mean_weights__keep_a_blend_every_task_agrees_on():
+    rng = np.random.default_rng(2)
+    tasks, per = 32, 60
+    groups = np.repeat(np.arange(tasks), per)
+    leads = np.tile(np.repeat([1, 2], per // 2), tasks)
+    p, d, f = rng.standard_normal((3, tasks * per))
+    y = p + np.where(leads == 1, 0.3, 0.8) * d + 0.5 * f + 0.05 * rng.standard_normal(tasks * per)
+    plain = mean_weights(y, p + d, p, leads, max_lead=2, trend=f)
+    shrunk = shrunk_mean_weights(y, p + d, p, leads, max_lead=2, trend=f, groups=groups)
+    np.testing.assert_allclose(shrunk, plain, atol=1e-12)  # λ = 1: the least-squares blend as it is
+    np.testing.assert_allclose(shrunk[0], [0.3, 0.8], atol=0.02)
+
+
+def test_shrunk_mean_weights__shrink_a_blend_that_only_fits_its_own_tasks():
+    # the network is right; each task's trend predictor and its errors have one random offset each,
+    # so the least-squares trend weight follows the few tasks drawn and does not predict other tasks
+    tasks, per = 12, 100
+    groups = np.repeat(np.arange(tasks), per)
+    leads = np.ones(tasks * per, dtype=int)
+    spurious, kept = [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        p, d = rng.standard_normal((2, tasks * per))
+        f = rng.standard_normal(tasks)[groups] + 0.1 * rng.standard_normal(tasks * per)
+        y = p + d + rng.standard_normal(tasks)[groups] + 0.1 * rng.standard_normal(tasks * per)
+        (w_ls,), (v_ls,) = mean_weights(y, p + d, p, leads, max_lead=1, trend=f)
+        (w,), (v,) = shrunk_mean_weights(y, p + d, p, leads, max_lead=1, trend=f, groups=groups)
+        assert abs(v) <= abs(v_ls) + 1e-12 and abs(w - 1.0) <= abs(w_ls - 1.0) + 1e-12  # only ever towards (1, 0)
+        spurious.append(abs(v_ls))
+        kept.append(abs(v))
+    assert np.mean(spurious) > 0.15  # the draws do fit a trend that is not there
+    assert np.mean(kept) < 0.7 * np.mean(spurious) and sum(k == 0.0 for k in kept) >= 5
+
+
+def test_shrunk_mean_weights__one_task_cannot_be_cross_validated():
+    rng = np.random.default_rng(4)
+    p, d, f = rng.standard_normal((3, 100))
+    leads = np.ones(100, dtype=int)
+    y = p + 0.5 * d + 0.3 * f
+    assert shrunk_mean_weights(y, p + d, p, leads, 1, f, groups=np.zeros(100)) == mean_weights(y, p + d, p, leads, 1, f)
 
 
 def test_trend_term_is_the_last_change_less_the_references(data):
