@@ -141,6 +141,14 @@ def test_open_geotiff_single_band(tmp_path):
     assert np.isnan(ds.dem.values[0, 0]) and ds.dem.values[1, 1] == values[0, 1, 1]
 
 
+def test_open_geotiff_single_band_description_names_it_only_when_it_reads_as_a_name(tmp_path):
+    _write_tif(tmp_path / "era5.tif", 1, ["t2m"])
+    assert list(open_dataset(tmp_path / "era5.tif").data_vars) == ["t2m"]
+    _write_tif(tmp_path / "era5.tif", 1, ["2 metre temperature"])  # rioxarray writes long_name as the description
+    ds = open_dataset(tmp_path / "era5.tif")
+    assert list(ds.data_vars) == ["era5"] and ds.era5.attrs["long_name"] == "2 metre temperature"
+
+
 def test_open_geotiff_bands_named_by_description(tmp_path):
     """Bands with distinct descriptions become one variable each."""
     _write_tif(tmp_path / "met.TIFF", 2, ["tmax", "tmin"])

@@ -288,7 +288,13 @@ def _raster_to_dataset(da: xr.DataArray, stem: str) -> xr.Dataset:
     names = _band_names(da)
     if "band" not in da.dims or da.sizes["band"] == 1:
         single = da.squeeze("band", drop=True) if "band" in da.dims else da
-        return single.to_dataset(name=names[0] if names else stem)
+        # a description that reads as a name ("t2m") names the variable; a sentence ("2 metre
+        # temperature", as rioxarray writes a long_name) stays its long_name, and the file names it
+        named = bool(names) and names[0].isidentifier()
+        out = single.to_dataset(name=names[0] if named else stem)
+        if names and not named:
+            out[stem].attrs["long_name"] = names[0]
+        return out
     if names is None:
         return da.to_dataset(name=stem)
     variables = {}
