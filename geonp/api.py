@@ -290,6 +290,8 @@ def forecast(
                                           shape=(len(leads),), dtype=np.float64)
     if trend_w is not None:
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
+    # no uncertainty without a prediction: where y(valid - 24 h) is missing the mean is NaN, and so the std (lazily)
+    out[f"{layout.var}_std"] = references.mask_like(out[f"{layout.var}_std"], out[name])
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
     out = out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
         c in ("step", "time", "valid_time") or ds[c].attrs.get("standard_name") in _TIME_NAMES)])

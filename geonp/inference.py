@@ -213,36 +213,46 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None) -> 
     for i, (mean, std) in zip(real, preds):
         if floors is not None and floors[i] is not None:
             std = np.maximum(std, floors[i])
+        std = np.where(np.isnan(mean), np.nan, std)  # no uncertainty without a prediction
         for row, part in places[i]:
             out[0, row], out[1, row] = mean[part].reshape(n_tgt), std[part].reshape(n_tgt)
     return out
 
 
-def _far_floors(tasks, gaps, own, n_tgt: int) -> list[np.ndarray | None]:
-    """Per task, the least std of its (block's own) targets: the prior's where they are far from the data.
+def _far_floors(tasks, gaps) -> list[np.ndarray | None]:
+    """Per task, the least std of its targets: the prior's where they are far from the data.
 
-    A target more than :data:`FAR_FROM_DATA_UNITS` from every observation of its frame lies beyond
-    the distances the weights were trained on, even in coarser units (:func:`coarsen_far`), and the
-    network's std there does not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km
-    from ERA5 data whose spread is 1.6 K). A GP's std tends to its prior's far from the data:
-    the spread of the task's context (``Task.scale``, data units) is the floor there.
+    ``gaps[i]``: the distance (model units) from each target of task ``i`` (in the order its
+    predictions are kept) to the data it is predicted from: for infill its frame's observations
+    (:func:`gap_to_context`), for forecasts those of its context frames (:func:`_gap_to_past`).
+    A target more than :data:`FAR_FROM_DATA_UNITS` from them lies beyond the distances the weights
+    were trained on, even in coarser units (:func:`coarsen_far`), and the network's std there does
+    not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km from ERA5 data whose spread
+    is 1.6 K). A GP's std tends to its prior's far from the data: the spread of the task's context
+    (``Task.scale``, data units) is the floor there.
     """
     out, far_count = [], 0
-    for t, gap, where in zip(tasks, gaps, own):
-        if t is None or gap is None:
-            out.append(None)
-            continue
-        far = np.concatenate([gap[k * n_tgt:(k + 1) * n_tgt] for _, k in where]) > FAR_FROM_DATA_UNITS
-        far_count += int(far.sum())
-        out.append(np.where(far, float(t.scale), 0.0) if far.any() else None)
+    for t, gap in zip(tasks, gaps):
+        far = None if t is None or gap is None else gap > FAR_FROM_DATA_UNITS
+        far_count += 0 if far is None else int(far.sum())
+        out.append(np.where(far, float(t.scale), 0.0) if far is not None and far.any() else None)
     if far_count:
         warnings.warn(
             f"targets lie more than {FAR_FROM_DATA_UNITS:g} spacing units (typical distances between observations) "
-            "from every observation of their frame, farther than the model was trained on: their std is raised "
-            "to the spread of the data in their window (a prior's), their mean is little more than its mean. "
-            "Predict nearer the data (targets=, a smaller domain) or treat them as unconstrained.",
-            FarFromDataWarning, stacklevel=3)
+            "from every observation of their frame (forecasts: of their context frames), farther than the model "
+            "was trained on: their std is raised to the spread of the data in their window (a prior's), their mean "
+            "is little more than its mean. Predict nearer the data (targets=, a smaller domain) or treat them as "
+            "unconstrained.", FarFromDataWarning, stacklevel=3)
     return out
+
+
+def _gap_to_past(task: Task, n_points: int) -> np.ndarray:
+    """Distance (model units) from each forecast target to the nearest observation of its context frames.
+
+    The targets are the same ``n_points`` points at every lead (lead-major), at other times than the context.
+    """
+    d = nearest_distance(task.xt[:n_points, :2], np.unique(task.xc[:, :2], axis=0))
+    return np.tile(d, task.num_targets // n_points)
 
 
 def _setup(payload: ModelPayload, values: np.ndarray, meta: dict):
@@ -332,8 +342,10 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
+    own_gaps = [None if g is None else np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where])
+                for g, where in zip(gaps, own)]  # those of the block's own targets, as `places` keeps them
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(frames), n_tgt, places, floors=_far_floors(tasks, gaps, own, n_tgt))
+                len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps))
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
@@ -361,8 +373,10 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     tasks = forecast_tasks(window, meta["frames"], leads, meta["lead_hours"], targets, norm,
                            meta["context_frames"], skip_empty=True)
     n_tgt = len(targets) * len(leads)
+    # as infill's: at least the prior's std at targets far from every observation the task sees
+    gaps = [None if t is None else _gap_to_past(t, len(targets)) for t in tasks]
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(meta["frames"]), n_tgt)
+                len(meta["frames"]), n_tgt, floors=_far_floors(tasks, gaps))
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
     lead_frames = np.asarray(meta["lead_frames"])
     out[1] *= np.asarray(norm.std_factor(lead_frames), dtype=np.float32).reshape(-1, 1)

@@ -7,7 +7,8 @@ to itself, a forecast drifts back towards the mean of its context, and loses to 
     D(t) = y(t) - y(t - 24 h),
 
 a field without the daily cycle whose past frames are its context, and the forecast adds
-``y(valid_time - 24 h)`` back (a known value, so the predictive std is unchanged). The diurnal
+``y(valid_time - 24 h)`` back (a known value, so the predictive std is unchanged; where it is missing
+mean and std are NaN: :func:`mask_like`). The diurnal
 persistence forecast ``y(t0) + y(t0 + h - 24 h) - y(t0 - 24 h)`` is the special case where the
 network keeps ``D(t0)``.
 
@@ -24,7 +25,7 @@ import xarray as xr
 
 from .errors import ConfigError, TimeAxisError
 
-__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "add_back", "trend", "add_trend"]
+__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "add_back", "trend", "add_trend", "mask_like"]
 
 REFERENCES = ("auto", "diurnal", "none")
 
@@ -114,6 +115,15 @@ def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits:
                             "use hours <= 24 and initial times a day into the data.")
     ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))}).transpose(*mean.dims)
     return (mean + ref.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def mask_like(std: xr.DataArray, mean: xr.DataArray) -> xr.DataArray:
+    """``std`` made NaN wherever ``mean`` is (lazy when they are dask-backed; dtype and attributes kept).
+
+    :func:`add_back` leaves the mean NaN where ``y(valid - 24 h)`` is missing: no std is reported there.
+    """
+    out = std.where(mean.notnull())
+    return out.astype(std.dtype).assign_attrs(std.attrs)
 
 
 def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int) -> xr.DataArray:

@@ -50,3 +50,49 @@ def test_targets_beyond_the_trained_distances_get_at_least_the_priors_std():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds.np.infill("t2m", targets=t.isel(station=slice(0, 3)), calibrate=False)  # near: no warning
+
+
+def _series(times=6, nlat=10, nlon=24, observed=8):
+    """Hourly frames of a smooth field observed in their ``observed`` western columns only."""
+    t = np.datetime64("2019-03-01T00") + np.arange(times) * np.timedelta64(1, "h")
+    lat = 50.0 + 0.1 * np.arange(nlat)
+    lon = -3.0 + 0.15 * np.arange(nlon)
+    v = (283 + np.sin(lat[None, :, None] * 6.0 + np.arange(times)[:, None, None] / 10)
+         + np.cos(lon[None, None, :] * 4.0)) * np.ones((times, 1, 1))
+    v[:, :, observed:] = np.nan
+    return xr.Dataset({"t2m": (("time", "latitude", "longitude"), v.astype("float32"), {"units": "K"})},
+                      coords={"time": t, "latitude": lat, "longitude": lon})
+
+
+def test_forecast_targets_far_from_the_context_get_at_least_its_spread(monkeypatch):
+    # 14-16 columns (more than 7.5 spacing units) east of the data the network's std was 0.33 K, against a
+    # spread of 0.79 K in the context it saw; infill warned and raised it, forecasts did not
+    from geonp import inference
+
+    ds = _series()
+    spreads = []  # each task's context spread (data units), as the blocks see it
+    real = inference.forecast_tasks
+
+    def recording(*args, **kwargs):
+        tasks = real(*args, **kwargs)
+        spreads.extend(t.scale for t in tasks if t is not None)
+        return tasks
+
+    monkeypatch.setattr(inference, "forecast_tasks", recording)
+    kw = {"hours": 2, "calibrate": False, "reference": "none"}
+    with pytest.warns(FarFromDataWarning, match="more than 7.5 spacing units .* of their context frames"):
+        out = ds.np.forecast("t2m", **kw)
+    monkeypatch.setattr(inference, "FAR_FROM_DATA_UNITS", np.inf)  # the guard off
+    raw = ds.np.forecast("t2m", **kw)
+    std, before = out.t2m_std.values, raw.t2m_std.values
+    assert np.isfinite(std).all() and np.isfinite(out.t2m_mean.values).all()
+    far = std[..., -3:]
+    assert (far > before[..., -3:]).all()  # raised, to the spread of their task's context
+    assert np.isclose(far.reshape(-1, 1), np.array(spreads)[None], rtol=1e-5).any(1).all()
+    assert far.min() > max(2 * before[..., -3:].max(), 0.5 * float(ds.t2m.std()))
+    np.testing.assert_array_equal(std[..., :-3], before[..., :-3])  # near the data: unchanged
+    np.testing.assert_array_equal(out.t2m_mean.values, raw.t2m_mean.values)
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds.isel(longitude=slice(0, 14)).np.forecast("t2m", **kw)  # all within a few units: no warning

@@ -398,3 +398,29 @@ def test_forecast_calibrate_true_without_history_is_a_typed_error():
     # "auto" does not try: 1 frame of history holds no initial time to calibrate on
     auto = d.np.forecast("t2m", hours=1, model="te-pt-tnp", init_time=d.time.values[0], context_frames=1)
     assert auto.attrs["geonp_calibrated"] == "no"
+
+
+def test_no_std_where_the_diurnal_reference_leaves_the_mean_nan(data, monkeypatch):
+    """Where y(valid - 24 h) is missing the mean is NaN, and so is the std (it was finite); lazily too."""
+    import dask.array
+
+    import geonp.chunked
+
+    gappy = data.copy(deep=True)
+    init = len(data.time) - 1
+    gappy.t2m[init + 1 - 24, :2, :3] = np.nan  # the reference of lead 1 at six cells (none of the context)
+    kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False}
+    fc = gappy.np.forecast("t2m", **kw)
+    assert fc.attrs["geonp_reference"] == "diurnal"
+    nan = np.isnan(fc.t2m_mean.values)
+    assert nan.sum() == 6 and nan[0, 0, :2, :3].all()
+    np.testing.assert_array_equal(np.isnan(fc.t2m_std.values), nan)
+    np.testing.assert_array_equal(fc.t2m_std.values[~nan], data.np.forecast("t2m", **kw).t2m_std.values[~nan])
+    assert fc.t2m_std.dtype == np.float32 and fc.t2m_std.attrs["units"] == "K"
+    blocks = []
+    real = geonp.chunked.forecast_block
+    monkeypatch.setattr(geonp.chunked, "forecast_block", lambda *a, **k: blocks.append(1) or real(*a, **k))
+    lazy = gappy.chunk({"time": 8}).np.forecast("t2m", chunks={"latitude": 3}, **kw)
+    assert isinstance(lazy.t2m_std.data, dask.array.Array) and blocks == []  # nothing computed yet
+    np.testing.assert_allclose(lazy.t2m_std.values, fc.t2m_std.values, rtol=1e-5)  # NaN in the same places
+    assert blocks
