@@ -4,7 +4,9 @@ The models only see coordinate *differences*, so any metric frame works. Longitu
 points are mapped to an azimuthal equidistant projection in km, centred on the data (one centre
 for the whole dataset when it spans at most :data:`REGIONAL_RADIUS_KM` from its centre, so
 chunked and unchunked runs see identical coordinates; otherwise one centre per window). Projected
-x/y grids with a CRS use their own coordinates, converted to km. See ``docs/geometry.md``.
+x/y grids with a CRS use their own coordinates, converted to km (from their own ``units``, through
+the CRS's axis unit). Real longitude/latitude come from the CRS (:func:`lonlat_of`): a rotated pole's
+``rlon``/``rlat`` are transformed, never read as longitude/latitude. See ``docs/geometry.md``.
 No torch here.
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from .errors import CRSError
 from .geo import Layout
 
 __all__ = [
@@ -89,19 +92,24 @@ def radius_km(lon: np.ndarray, lat: np.ndarray, centre: tuple[float, float]) -> 
 
 
 def space_points(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
-    """Horizontal coordinates of every point of the space dims, flattened in C order: ``(x, y)``."""
+    """Horizontal coordinates of every point of the space dims, flattened in C order: ``(x, y)``.
+
+    In the axis unit of ``layout.crs``: x/y stored in other units (``units="km"`` on a CRS in
+    metres) are scaled by ``layout.xy_scale``. Every position geonp uses comes from here.
+    """
     xa = ds[layout.x].transpose(*[d for d in layout.space_dims if d in ds[layout.x].dims])
     ya = ds[layout.y].transpose(*[d for d in layout.space_dims if d in ds[layout.y].dims])
     shape = tuple(ds.sizes[d] for d in layout.space_dims)
+    sx, sy = layout.xy_scale
     if layout.is_grid and xa.ndim == 1 and ya.ndim == 1:
         xi = layout.space_dims.index(xa.dims[0])
         yi = layout.space_dims.index(ya.dims[0])
         grids = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
-        x = np.asarray(xa.values, dtype=np.float64)[grids[xi]]
-        y = np.asarray(ya.values, dtype=np.float64)[grids[yi]]
+        x = (np.asarray(xa.values, dtype=np.float64) * sx)[grids[xi]]
+        y = (np.asarray(ya.values, dtype=np.float64) * sy)[grids[yi]]
     else:
-        x = np.broadcast_to(np.asarray(xa.values, dtype=np.float64), shape)
-        y = np.broadcast_to(np.asarray(ya.values, dtype=np.float64), shape)
+        x = np.broadcast_to(np.asarray(xa.values, dtype=np.float64) * sx, shape)
+        y = np.broadcast_to(np.asarray(ya.values, dtype=np.float64) * sy, shape)
     return x.reshape(-1), y.reshape(-1)
 
 
@@ -111,27 +119,42 @@ def make_frame(ds: xr.Dataset, layout: Layout) -> Frame:
         crs = layout.crs
         factor = crs.axis_info[0].unit_conversion_factor if crs.axis_info else 1.0
         return Frame("projected", km_per_unit=float(factor) / 1000.0)
-    x, y = space_points(ds, layout)
-    lon0, lat0 = centre_of(x, y)
-    return Frame("aeqd", lon0, lat0)
+    lon, lat = lonlat_of(ds, layout)  # a rotated pole's real positions, not its rlon/rlat
+    return Frame("aeqd", *centre_of(lon, lat))
 
 
 def is_regional(ds: xr.Dataset, layout: Layout) -> bool:
     """Whether one projection centre serves the whole dataset."""
     if not layout.geographic:
         return True
-    x, y = space_points(ds, layout)
-    return radius_km(x, y, centre_of(x, y)) <= REGIONAL_RADIUS_KM
+    lon, lat = lonlat_of(ds, layout)
+    return radius_km(lon, lat, centre_of(lon, lat)) <= REGIONAL_RADIUS_KM
 
 
 def lonlat_of(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
-    """Longitude/latitude in degrees of every space point (projected data are transformed)."""
+    """Longitude/latitude in degrees (EPSG:4326) of every space point.
+
+    Plain longitude/latitude as they are; anything else (projected x/y, a rotated pole's
+    ``rlon``/``rlat``, radians) transformed from ``layout.crs`` (``Layout.plain_lonlat``).
+
+    Points off the Earth (the corners of a geostationary disc) come back as non-finite values.
+
+    Raises
+    ------
+    CRSError
+        pyproj cannot transform from ``layout.crs`` to EPSG:4326.
+    """
     x, y = space_points(ds, layout)
-    if layout.geographic:
+    if layout.geographic and layout.plain_lonlat:
         return x, y
-    t = pyproj.Transformer.from_crs(layout.crs, "EPSG:4326", always_xy=True)
-    lon, lat = t.transform(x, y)
-    return np.asarray(lon), np.asarray(lat)
+    try:
+        t = pyproj.Transformer.from_crs(layout.crs, "EPSG:4326", always_xy=True)
+        lon, lat = (np.asarray(v, dtype=np.float64) for v in t.transform(x, y))
+    except pyproj.exceptions.ProjError as err:
+        raise CRSError(f"could not transform {layout.x!r}/{layout.y!r} from the CRS {layout.crs.name!r} to "
+                       f"longitude/latitude ({err}); expected coordinates and a CRS pyproj can place on the Earth. "
+                       "Check the CRS (crs=, grid_mapping) and the coordinates' units.") from err
+    return lon, lat
 
 
 def grid_steps_km(lon: np.ndarray, lat: np.ndarray) -> tuple[float | None, float | None]:

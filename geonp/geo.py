@@ -65,6 +65,13 @@ class Layout:
         A variable or coordinate holding elevation in metres, if found.
     land : str or None
         A land–sea mask on the space dims, if found (:mod:`geonp.surface`).
+    xy_scale : (float, float)
+        Factors that bring the values of ``x``/``y`` (in their own CF ``units``, e.g. km) into the
+        axis unit of ``crs_wkt`` (e.g. metres): :func:`geonp.frames.space_points` applies them.
+    plain_lonlat : bool
+        ``x``/``y`` are longitude/latitude on the Earth as they stand; when False (projected x/y,
+        a rotated pole's ``rlon``/``rlat``, radians...) real positions come from transforming them
+        from ``crs_wkt`` to EPSG:4326 (:func:`geonp.frames.lonlat_of`).
     """
 
     var: str
@@ -77,6 +84,8 @@ class Layout:
     extra_dims: tuple[str, ...]
     elevation: str | None = None
     land: str | None = None
+    xy_scale: tuple[float, float] = (1.0, 1.0)
+    plain_lonlat: bool = True
 
     @property
     def is_grid(self) -> bool:
@@ -94,6 +103,7 @@ class Layout:
             "var": self.var, "space_dims": list(self.space_dims), "x": self.x, "y": self.y,
             "geographic": self.geographic, "crs_wkt": self.crs_wkt, "time": self.time,
             "extra_dims": list(self.extra_dims), "elevation": self.elevation, "land": self.land,
+            "xy_scale": list(self.xy_scale), "plain_lonlat": self.plain_lonlat,
         }
 
 
@@ -222,7 +232,8 @@ def describe(
         No recognisable space coordinates, latitude/longitude out of range, non-monotonic or
         duplicate grid or time coordinates.
     CRSError
-        Projected x/y coordinates without a CRS.
+        Projected x/y coordinates without a CRS, or x/y whose ``units`` do not suit the CRS (degrees
+        on a projected CRS; an unknown unit raises :class:`CoordinateError`).
     TimeAxisError
         A time coordinate held as numbers with CF units (``"hours since ..."``) that cannot be
         decoded; decodable ones are decoded (:func:`geonp.timeaxis.decode_cf_times`).
@@ -239,6 +250,7 @@ def describe(
     lon = _find(ds, space_candidates, _is_lon, _LON_NAMES)
     if lat and lon and not ({*ds[lat].dims, *ds[lon].dims} & space_candidates):
         lat = lon = None
+    scale, plain = (1.0, 1.0), True
     if lat and lon:
         x, y, geographic = lon, lat, True
         given = _read_crs(ds, crs)
@@ -269,6 +281,7 @@ def describe(
             )
         geographic = bool(found.is_geographic)
         wkt = found.to_wkt()
+        scale, plain = _xy_units(ds, x, y, found)
     space_dims = tuple(d for d in da.dims if d in {*ds[x].dims, *ds[y].dims})
     if not space_dims or len(space_dims) > 2:
         raise CoordinateError(f"coordinates {x!r}/{y!r} span dims {space_dims}; expected one station dim or two grid "
@@ -276,7 +289,7 @@ def describe(
     extra = tuple(str(d) for d in da.dims if d not in space_dims and d != time)
     elev = elevation_name(ds, set(space_dims), elevation, var)
     mask = land_name(ds, set(space_dims), time, land, var)
-    layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask)
+    layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask, scale, plain)
     check_coordinates(ds, layout)
     return ds, layout
 
@@ -285,6 +298,17 @@ def _read_crs(ds: xr.Dataset, crs) -> pyproj.CRS | None:
     from .io.crs import read_crs  # io/ is torch-free too
 
     return read_crs(ds, crs=crs)
+
+
+def _xy_units(ds: xr.Dataset, x: str, y: str, crs: pyproj.CRS) -> tuple[tuple[float, float], bool]:
+    """``Layout.xy_scale`` and ``Layout.plain_lonlat`` of x/y coordinates in ``crs``.
+
+    x/y in their own units (e.g. km on a CRS in metres) are scaled into the CRS's; a rotated pole
+    is geographic to pyproj but its rlon/rlat are not longitude/latitude.
+    """
+    from .io.crs import axis_scale, is_plain_lonlat
+
+    return (axis_scale(ds[x], x, crs), axis_scale(ds[y], y, crs)), is_plain_lonlat(crs)
 
 
 def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tuple[xr.Dataset, Layout]:
