@@ -38,6 +38,7 @@ from .errors import (
     ShortHistoryWarning,
     TimeAxisError,
     UnknownOptionError,
+    UnvalidatedStepWarning,
     VariableNotFoundError,
     VariableTypeError,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "FarFromDataWarning",
     "NoContextWarning",
     "ShortHistoryWarning",
+    "UnvalidatedStepWarning",
     "InvalidBatchError",
     "EmptyContextError",
     "NonFiniteError",

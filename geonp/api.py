@@ -247,6 +247,8 @@ def forecast(
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
     inits = _init_indices(times, init_time)
     timeaxis.warn_short_history(times, inits)
+    if calibrate_input.shipped_name(model) is not None:
+        timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
     work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds

@@ -28,6 +28,7 @@ __all__ = [
     "InputNotFoundError",
     "NoContextWarning",
     "ShortHistoryWarning",
+    "UnvalidatedStepWarning",
 ]
 
 
@@ -119,3 +120,7 @@ class FarFromDataWarning(UserWarning):
 
 class ShortHistoryWarning(UserWarning):
     """A forecast starts from an initial time with a single frame of history."""
+
+
+class UnvalidatedStepWarning(UserWarning):
+    """A forecast with shipped weights on daily or longer steps, where they have not been validated."""

@@ -416,6 +416,15 @@ def test_forecast_contract_and_errors(small):
     with warnings.catch_warnings():
         warnings.simplefilter("error", geonp.ShortHistoryWarning)
         full.np.forecast("t2m", hours=1, init_time=ds.time.values[1])
+    # shipped weights on daily or monthly steps: warned that they are validated on hourly data only
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.UnvalidatedStepWarning)
+        full.np.forecast("t2m", hours=1, model="te-pt-tnp")  # hourly
+    for freq, what in (("D", "1-day"), ("MS", "monthly")):
+        coarse = full.assign_coords(time=pd.date_range("2001-01-01", periods=full.sizes["time"], freq=freq))
+        with pytest.warns(geonp.UnvalidatedStepWarning, match=f"forecasting {what} steps with the shipped weights.*"
+                                                              "persistence or climatology"):
+            coarse.np.forecast("t2m", steps=1, model="te-pt-tnp", reference="none", calibrate=False)
 
 
 def test_fit_save_load_and_mismatch(tmp_path):
