@@ -198,7 +198,10 @@ def _as_time(value, times: np.ndarray):
                                             calendar=times[0].calendar)
         return value
     except (ValueError, TypeError) as exc:
-        raise TimeAxisError(f"init_time={value!r} is not a time; expected e.g. '2019-03-25T00:00'.") from exc
+        calendar = getattr(times[0], "calendar", None) if len(times) else None
+        where = f" of the data's {calendar!r} calendar" if calendar else ""
+        raise TimeAxisError(f"init_time={value!r} is not a time{where} ({exc}); expected e.g. "
+                            f"{str(times[-1])[:16].replace(' ', 'T')!r}.") from exc
 
 
 def forecast(

@@ -127,6 +127,9 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
     elif isinstance(obj, xr.Dataset):
         ds = obj
         data_vars = [str(v) for v in ds.data_vars]
+        if isinstance(var, (list, tuple, set, dict)) or not isinstance(var, Hashable):
+            raise VariableNotFoundError(f"var={var!r}; expected the name of one variable (geonp predicts one "
+                                        "variable at a time: call it once per variable).")
         if var is None:
             numeric = [v for v in data_vars if np.issubdtype(ds[v].dtype, np.number) and ds[v].ndim > 0]
             if len(numeric) != 1:
@@ -137,8 +140,9 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
                 )
             var = numeric[0]
         elif var not in ds.data_vars:
+            where = " is a coordinate, not a data variable" if var in ds.coords else " is not in the dataset"
             raise VariableNotFoundError(
-                f"variable {var!r} is not in the dataset; its data variables are {data_vars}. Pick one of them."
+                f"variable {var!r}{where}; its data variables are {data_vars}. Pick one of them."
             )
     else:
         raise VariableTypeError(f"expected an xarray Dataset or DataArray, got {type(obj).__name__}; "
@@ -146,6 +150,11 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
     if not np.issubdtype(ds[var].dtype, np.number) or np.issubdtype(ds[var].dtype, np.complexfloating):
         raise VariableTypeError(f"variable {var!r} has dtype {ds[var].dtype}; expected a real numeric variable. "
                                 "Pick a numeric variable or convert it with .astype('float32').")
+    packing = sorted(k for k in ("scale_factor", "add_offset", "_FillValue", "missing_value") if k in ds[var].attrs)
+    if np.issubdtype(ds[var].dtype, np.integer) and packing:
+        raise VariableTypeError(f"variable {var!r} holds raw packed integers ({ds[var].dtype} with {packing} in its "
+                                "attributes): its values are not decoded and its missing values are not NaN. Decode "
+                                "it first: xr.decode_cf(ds), or open the file without mask_and_scale=False.")
     return ds, str(var)
 
 

@@ -39,6 +39,8 @@ def test_infill_and_forecast_on_a_noleap_calendar():
     assert fc.valid_time.values[0, 3] == cftime.DatetimeNoLeap(2001, 3, 1, 0)  # 28 Feb 00 h + 24 h
     with pytest.raises(TimeAxisError, match="is not a time step of the data"):
         ds.fillna(280.0).np.forecast("tas", hours=6, model="te-pt-tnp", init_time="2001-02-27T03:00")
+    with pytest.raises(TimeAxisError, match="'2001-02-29' is not a time of the data's 'noleap' calendar"):
+        ds.fillna(280.0).np.forecast("tas", hours=6, model="te-pt-tnp", init_time="2001-02-29")
 
 
 def test_fit_sees_the_hour_covariate_and_zarr_round_trips(tmp_path):

@@ -223,3 +223,19 @@ def test_grid_steps_km_measure_each_axis():
     # median neighbour distances: 0.25° of latitude, and of longitude at the grid's middle latitude
     assert dy == pytest.approx(27.8, abs=0.1) and dx == pytest.approx(27.8 * np.cos(np.deg2rad(60.875)), abs=0.1)
     assert grid_steps_km(lon[:1], lat[:1])[0] is None
+
+
+def test_select_variable__lists_coordinates_and_packed_integers_are_named():
+    select_variable = geo.select_variable
+    ds = xr.Dataset({"t2m": (("y", "x"), np.ones((2, 3), "float32")), "d2m": (("y", "x"), np.ones((2, 3)))},
+                    coords={"y": [0.0, 1.0], "x": [0.0, 1.0, 2.0]})
+    with pytest.raises(VariableNotFoundError, match="var=\\['t2m', 'd2m'\\]; expected the name of one variable"):
+        select_variable(ds, ["t2m", "d2m"])
+    with pytest.raises(VariableNotFoundError, match="'x' is a coordinate, not a data variable"):
+        select_variable(ds, "x")
+    packed = ds.assign(t2m=ds.t2m.astype("int16").assign_attrs(scale_factor=0.01, _FillValue=-32767))
+    with pytest.raises(VariableTypeError, match="raw packed integers \\(int16 with \\['_FillValue', 'scale_factor'\\].*"
+                                                "xr.decode_cf"):
+        select_variable(packed, "t2m")
+    plain_ints = ds.assign(t2m=ds.t2m.astype("int16"))  # integers without packing attributes are values
+    assert select_variable(plain_ints, "t2m")[1] == "t2m"
