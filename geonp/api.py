@@ -85,7 +85,7 @@ def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=No
 
     Returns the problem and the number of observed values.
     """
-    n_obs, n_all, spread = observed_stats(ds, layout, gaps_needed=task == "infill" and target is None)
+    n_obs, n_all, spread, share = observed_stats(ds, layout, gaps_needed=task == "infill" and target is None)
     if n_obs == 0:
         raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
                           "Check the variable and the selection (e.g. .sel(time=...)).")
@@ -99,7 +99,8 @@ def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=No
     # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
     # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
     norm = replace(model.normaliser, small_context_scale=spread)
-    return build_problem(ds, layout, norm, observed_fraction=n_obs / n_all, targets=target), n_obs
+    # the observed fraction among the members/levels that hold data: an empty one does not move the others
+    return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
 
 
 def infill(

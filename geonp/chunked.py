@@ -349,32 +349,43 @@ def _input_chunks(ds: xr.Dataset, layout: Layout):
     return c
 
 
-def observed_stats(ds: xr.Dataset, layout: Layout, *, gaps_needed: bool = False) -> tuple[int, int, float]:
-    """(observed values, total values, std of the observed values) of ``layout.var``.
+def observed_stats(ds: xr.Dataset, layout: Layout, *,
+                   gaps_needed: bool = False) -> tuple[int, int, float, float]:
+    """(observed values, total values, std of the observed values, share of the values with data) of ``layout.var``.
 
     With more than :data:`PLAN_FRAMES` frames they come from that many evenly spaced frames (read
     chunk by chunk; the counts scaled to the whole), so that planning a long record reads a bounded
     sample of it, whatever its backing or chunking (so chunked and unchunked runs plan alike). The
     whole record is counted instead where the sample would raise an error the whole might not: fewer
     than two observed values, or, with ``gaps_needed``, no missing value.
+
+    The last is the share of the values that lie in an index of the extra dims (a member, a level)
+    with any observation: the observed fraction that sets the space unit is taken over those, so an
+    empty member (missing, or a level below ground) does not change the others' predictions.
     """
     data = _dask_data(ds, layout, {})
-    t_axis, n_all = len(layout.extra_dims), int(math.prod(data.shape))
+    n_extra = len(layout.extra_dims)
+    t_axis, n_all = n_extra, int(math.prod(data.shape))
     n_frames = data.shape[t_axis]
     if n_frames > PLAN_FRAMES:
         frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
-        count, n, spread = _moments(data[(slice(None),) * t_axis + (frames_,)])
+        count, n, spread, share = _moments(data[(slice(None),) * t_axis + (frames_,)], n_extra)
         if count >= 2 and (count < n or not gaps_needed):
             estimate = round(count / n * n_all)
-            return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread
-    return _moments(data)
+            return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread, share
+    return _moments(data, n_extra)
 
 
-def _moments(data: da.Array) -> tuple[int, int, float]:
-    """(finite values, values, std of the finite values) of ``data``, in one pass by chunks."""
+def _moments(data: da.Array, n_extra: int = 0) -> tuple[int, int, float, float]:
+    """(finite values, values, std of the finite values, share of values in extra indices with data), one pass."""
     x = data.astype(np.float64)
-    count, total, squares = dask.compute(da.isfinite(data).sum(), da.nansum(x), da.nansum(x * x))
+    finite = da.isfinite(data)
+    per_index = finite.sum(axis=tuple(range(n_extra, data.ndim))) if n_extra else finite.sum()
+    counts, total, squares = dask.compute(per_index, da.nansum(x), da.nansum(x * x))
+    counts = np.atleast_1d(np.asarray(counts))
+    count = int(counts.sum())
     if count == 0:
-        return 0, int(math.prod(data.shape)), 0.0
+        return 0, int(math.prod(data.shape)), 0.0, 1.0
     mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
-    return int(count), int(math.prod(data.shape)), float(np.sqrt(max(squares / count - mean * mean, 0.0)))
+    share = float(np.mean(counts > 0))
+    return count, int(math.prod(data.shape)), float(np.sqrt(max(squares / count - mean * mean, 0.0))), share

@@ -185,6 +185,10 @@ def test_extra_dims_are_independent_problems():
     out = both.np.infill("t2m")
     assert out.t2m_mean.dims == ("member", "time", "latitude", "longitude")
     np.testing.assert_allclose(out.t2m_mean.isel(member=1), b.np.infill("t2m").t2m_mean, atol=2e-4)
+    # an empty member (missing, a level below ground) does not change the others: the space unit is set by
+    # the observed fraction of the members with data (other gap patterns still share one unit: user guide)
+    with_empty = xr.concat([a, a.where(a.t2m.isnull())], dim="member").np.infill("t2m")
+    np.testing.assert_allclose(with_empty.t2m_mean.isel(member=0), a.np.infill("t2m").t2m_mean, atol=2e-4)
 
 
 def stations(n=40, times=3, seed=0):
