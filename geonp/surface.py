@@ -247,6 +247,16 @@ def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
     values = v.broadcast_like(template).transpose(*layout.space_dims).values.astype(np.float64)
     if not np.isfinite(values).all():
         bad = int((~np.isfinite(values)).sum())
+        if len(layout.space_dims) == 1:  # stations: name them; the fix is per station, not a DEM
+            dim = layout.space_dims[0]
+            labels = ds[dim].values if dim in ds.coords else np.arange(values.size)
+            missing = [str(x) for x in np.asarray(labels)[~np.isfinite(values)][:5]]
+            raise CoordinateError(
+                f"elevation {layout.elevation!r} is missing (NaN) at {bad} of {values.size} stations (e.g. "
+                f"{', '.join(missing)}); expected one at every station, as the elevation trend is fitted to and "
+                f"added back at every station. Look those elevations up, leave those stations out (e.g. "
+                f"ds.where(ds[{layout.elevation!r}].notnull(), drop=True)), or predict without the elevation "
+                f"trend by dropping the coordinate (ds.drop_vars({layout.elevation!r})).")
         raise CoordinateError(f"elevation {layout.elevation!r} is missing (NaN) at {bad} of {values.size} points "
                               f"of {layout.var!r}'s grid or stations; expected a value at every point. A DEM that "
                               "covers only part of the data, or another grid, leaves holes: pass one on the data's "

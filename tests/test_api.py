@@ -850,3 +850,17 @@ def test_chunked_equals_unchunked_with_a_hole_deep_enough_to_coarsen():
     lazy = ds.np.infill("t2m", halo=1000.0, chunks={"latitude": 7, "longitude": 9})
     np.testing.assert_allclose(lazy.t2m_mean.compute(), full.t2m_mean, atol=2e-4)
     np.testing.assert_allclose(lazy.t2m_std.compute(), full.t2m_std, atol=2e-4)
+
+
+def test_elevation_missing_at_some_points_is_refused_up_front():
+    st = stations(times=2)
+    elev = st.elevation.values.copy()
+    elev[[3, 7]] = np.nan
+    with pytest.raises(geonp.CoordinateError, match="missing \\(NaN\\) at 2 of 40 stations \\(e.g. s3, s7\\).*"
+                                                   "drop_vars\\('elevation'\\)"):
+        st.assign_coords(elevation=("station", elev)).np.infill("tmax")
+    a, _ = field(seed=1)
+    dem = xr.full_like(a.t2m.isel(time=0, drop=True), 100.0).rename("elevation").assign_attrs(units="m")
+    dem[0, 0] = np.nan
+    with pytest.raises(geonp.CoordinateError, match="missing \\(NaN\\) at 1 of .* points.*dem.interp_like"):
+        a.assign_coords(elevation=dem).np.infill("t2m")
