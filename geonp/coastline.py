@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TABLE_PATH", "land_fraction_at", "grid_land_fraction", "station_land_fraction", "MAX_SAMPLES",
-           "STATION_RADIUS_KM"]
+__all__ = ["TABLE_PATH", "land_fraction_at", "land_fraction_smooth", "grid_land_fraction", "station_land_fraction",
+           "MAX_SAMPLES", "STATION_RADIUS_KM"]
 
 TABLE_PATH = Path(__file__).resolve().parent / "static" / "land_fraction.npz"
 #: most sample points per axis of one grid cell (a cell of 0.45° or more is sampled 9 × 9 times)
@@ -43,6 +43,23 @@ def land_fraction_at(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     i = np.clip(np.rint((lat - lat0) / dlat), 0, counts.shape[0] - 1).astype(np.intp)
     j = np.rint((lon - lon0) / dlon).astype(np.intp) % counts.shape[1]
     return counts[i, j] / points
+
+
+def land_fraction_smooth(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Land fraction at each point (degrees), bilinear between the 0.05° cell centres: continuous in position."""
+    counts, points, lat0, lon0, dlat, dlon = _table()
+    lat = np.clip(np.asarray(lat, dtype=np.float64), -90.0, 90.0)
+    lon = (np.asarray(lon, dtype=np.float64) + 180.0) % 360.0 - 180.0
+    fi = np.clip((lat - lat0) / dlat, 0.0, counts.shape[0] - 1.0)
+    fj = (lon - lon0) / dlon
+    i0 = np.minimum(np.floor(fi).astype(np.intp), counts.shape[0] - 2)
+    j0 = np.floor(fj).astype(np.intp)
+    u, v = fi - i0, fj - j0
+    j1 = (j0 + 1) % counts.shape[1]
+    j0 = j0 % counts.shape[1]
+    top = (1 - v) * counts[i0, j0] + v * counts[i0, j1]
+    bottom = (1 - v) * counts[i0 + 1, j0] + v * counts[i0 + 1, j1]
+    return ((1 - u) * top + u * bottom) / points
 
 
 def _wrapped_gradient(values: np.ndarray, axis: int, period: float | None) -> np.ndarray:
@@ -100,4 +117,6 @@ def station_land_fraction(lon: np.ndarray, lat: np.ndarray, radius_km: float = S
     north = a[inside] * radius_km / km_per_deg
     coslat = np.maximum(np.cos(np.deg2rad(lat)), 1e-6)[:, None]
     east = b[inside][None, :] * radius_km / (km_per_deg * coslat)
-    return land_fraction_at(lon[:, None] + east, lat[:, None] + north[None, :]).mean(1)
+    # bilinear between cell centres: a station moved by metres moves its fraction by as little (with the
+    # cell holding each sample, 34 m moved a coastal station's fraction 0.56 -> 0.62 and its mean 0.2 K)
+    return land_fraction_smooth(lon[:, None] + east, lat[:, None] + north[None, :]).mean(1)

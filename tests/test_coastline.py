@@ -8,7 +8,14 @@ import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
-from geonp.coastline import TABLE_PATH, grid_land_fraction, land_fraction_at, station_land_fraction
+from geonp import coastline
+from geonp.coastline import (
+    TABLE_PATH,
+    grid_land_fraction,
+    land_fraction_at,
+    land_fraction_smooth,
+    station_land_fraction,
+)
 from geonp.errors import ConfigError, CoordinateError, ModelMismatchError, VariableNotFoundError
 from geonp.geo import describe
 from geonp.surface import COASTLINE, LAND_SMOOTH_CELLS, find_land
@@ -158,9 +165,23 @@ def test_station_land_fraction__the_share_of_land_in_a_disk():
     got = station_land_fraction(lon, lat)
     np.testing.assert_array_equal(got[:2], [1.0, 0.0])
     assert 0.2 < got[2] < 0.8 and got[3] == 1.0
-    np.testing.assert_array_equal(station_land_fraction(lon, lat, 0.0), land_fraction_at(lon, lat))
+    np.testing.assert_allclose(station_land_fraction(lon, lat, 0.0), land_fraction_smooth(lon, lat))
     wide = station_land_fraction(lon[2:3], lat[2:3], 50.0)
     assert wide != got[2] and 0.0 < wide[0] < 1.0
+
+
+def test_station_land_fraction__moves_little_when_a_station_moves_a_little():
+    # a coastal stretch scanned in steps of 0.0005 degrees (~35 m): with the cell of each sample the
+    # fraction jumped (0.56 -> 0.62 for one step at a UK station: 0.2 K in its prediction)
+    lon = -3.0 + np.arange(0, 0.2, 0.0005)
+    f = station_land_fraction(lon, np.full_like(lon, 51.5))
+    assert f.max() - f.min() > 0.2  # it does cross a coast
+    assert np.abs(np.diff(f)).max() < 0.005
+    # between cell centres the table is interpolated; at a centre it is the cell's value
+    _, _, lat0, lon0, dlat, dlon = coastline._table()
+    centre_lat, centre_lon = np.array([lat0 + 2830 * dlat]), np.array([lon0 + 3540 * dlon])
+    np.testing.assert_allclose(land_fraction_smooth(centre_lon, centre_lat), land_fraction_at(centre_lon, centre_lat),
+                               atol=1e-6)
 
 
 def test_find_land__stations_get_the_disk_fraction_unsmoothed():
