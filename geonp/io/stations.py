@@ -107,9 +107,13 @@ def open_csv(path: Path, *, chunks: Any = None, crs: pyproj.CRS | None = None, d
             "header row; pass sep=... or other pandas.read_csv options"
         ) from err
     found = _station_columns(df, path, crs)
+    df = _read_missing_markers(df.dropna(how="all"), found, path)
     df = df.assign(_station=_station_ids(df, found).to_numpy())
     if found["time"] is not None:
-        df["_time"] = _parse_times(df[found["time"]], path, _day_first(df[found["time"]], dayfirst, path))
+        column = df[found["time"]]
+        df["_time"] = _parse_times(column, path, _day_first(column, dayfirst, path))
+        _check_times(df["_time"], column, path)
+    _warn_sentinels(df, _data_columns(df, found), path)
     ds = _station_table_to_dataset(df, found, path)
     if crs is not None:
         ds = write_crs(ds, crs)
@@ -144,13 +148,20 @@ def _day_first(column: pd.Series, dayfirst: bool | None, path: Path) -> bool:
 
 
 def _parse_times(column: pd.Series, path: Path, dayfirst: bool = False) -> pd.Series:
-    """Parse a time column (``01/02/1990`` as 1 February when ``dayfirst``), with a readable error."""
+    """Parse a time column (``01/02/1990`` as 1 February when ``dayfirst``), with a readable error.
+
+    Integer dates ``YYYYMMDD`` (and ``YYYYMMDDHH``) are read as such; other numbers are refused. Times
+    with a UTC offset (``Z``, ``+01:00``, mixed offsets too) are converted to UTC, without a timezone.
+    """
+    numeric = _digit_times(column, path)
+    if numeric is not None:
+        return numeric
     try:
-        return pd.to_datetime(column, dayfirst=dayfirst)
+        return _to_naive_utc(column, dayfirst=dayfirst)
     except (ValueError, TypeError):
         pass
     try:  # ISO dates of mixed precision, e.g. 2019-03-01 and 2019-03-01T12:00
-        return pd.to_datetime(column, format="ISO8601")
+        return _to_naive_utc(column, format="ISO8601")
     except (ValueError, TypeError) as err:
         raise DataFormatError(
             f"{path.name!r}: time column {column.name!r} could not be parsed as dates ({err}); expected ISO "
@@ -159,10 +170,148 @@ def _parse_times(column: pd.Series, path: Path, dayfirst: bool = False) -> pd.Se
         ) from err
 
 
+def _to_naive_utc(column: pd.Series, **kwargs: Any) -> pd.Series:
+    """``pd.to_datetime``, with times that carry a timezone or UTC offset converted to UTC and made naive."""
+    try:
+        times = pd.to_datetime(column, **kwargs)
+    except ValueError as err:  # mixed offsets ("Mixed timezones detected. Pass utc=True ...")
+        try:
+            times = pd.to_datetime(column, utc=True, **kwargs)
+        except (ValueError, TypeError):
+            raise err from None
+    if not pd.api.types.is_datetime64_any_dtype(times):  # objects: aware and naive times mixed
+        times = pd.to_datetime(column, utc=True, **kwargs)
+    if getattr(times.dt, "tz", None) is not None:
+        times = times.dt.tz_convert("UTC").dt.tz_localize(None)
+    return times
+
+
+_DIGIT_FORMATS = {8: ("%Y%m%d", "YYYYMMDD"), 10: ("%Y%m%d%H", "YYYYMMDDHH")}
+
+
+def _digit_times(column: pd.Series, path: Path) -> pd.Series | None:
+    """Times written as integers (or digit strings): ``YYYYMMDD`` or ``YYYYMMDDHH``; refuse other numbers.
+
+    ``None`` when the column is not made of numbers (ordinary date strings).
+    """
+    values = column.dropna()
+    if values.empty or pd.api.types.is_bool_dtype(column):
+        return None
+    if pd.api.types.is_numeric_dtype(column):
+        integral = bool(np.all(np.mod(values.to_numpy(dtype=float), 1) == 0))
+        digits = values.astype("int64").astype(str) if integral else values.astype(str)
+    else:
+        digits = values.astype(str).str.strip()
+        if not digits.str.fullmatch(r"\d+").all():
+            return None
+    lengths = digits.str.len()
+    if lengths.nunique() == 1 and int(lengths.iloc[0]) in _DIGIT_FORMATS:
+        fmt, form = _DIGIT_FORMATS[int(lengths.iloc[0])]
+        parsed = pd.to_datetime(digits, format=fmt, errors="coerce")
+        if not parsed.isna().any():
+            return parsed.reindex(column.index)
+        bad = digits[parsed.isna()]
+        if len(bad) <= len(digits) / 2:  # mostly dates: name the bad one (else numbers of another kind)
+            raise DataFormatError(
+                f"{path.name!r}: time column {column.name!r} holds {form} numbers, but {bad.iloc[0]!r} (line "
+                f"{int(bad.index[0]) + 2}) is not a valid date; expected every value as {form}; fix that value"
+            )
+    example = digits[lengths != 8].iloc[0] if (lengths != 8).any() else digits.iloc[0]
+    raise DataFormatError(
+        f"{path.name!r}: time column {column.name!r} holds numbers such as {example!r}, which are not dates; "
+        "expected dates such as 2019-03-01 or 2019-03-01T12:00, or integer dates YYYYMMDD (19900601) or "
+        "YYYYMMDDHH (1990060112); write the times in one of these forms (e.g. seconds since 1970 with "
+        "pandas.to_datetime(df.time, unit='s')), or rename the column if it is not a time"
+    )
+
+
+def _check_times(times: pd.Series, column: pd.Series, path: Path) -> None:
+    """Refuse rows without a time and times before 1800 (numbers read as dates, most likely)."""
+    if times.isna().any():
+        rows = (times.index[times.isna()][:5] + 2).tolist()  # +2: 1-based, after the header line
+        raise DataFormatError(
+            f"{path.name!r}: {int(times.isna().sum())} row(s) have no time in column {column.name!r}, e.g. "
+            f"lines {rows}; expected a time in every row (those rows would be lost); fill in the times or "
+            "delete those rows"
+        )
+    if len(times) and times.min() < pd.Timestamp("1800-01-01"):
+        first = int(np.argmin(times.to_numpy()))
+        raise DataFormatError(
+            f"{path.name!r}: time column {column.name!r} gives {column.iloc[first]!r} (line "
+            f"{int(times.index[first]) + 2}), read as {times.iloc[first]}, before 1800; expected dates such "
+            "as 2019-03-01; write the times as dates (numbers such as years or seconds are not read as dates)"
+        )
+
+
+# written for missing values in station tables (pandas' own NA strings are read as NaN already)
+_MISSING_MARKERS = frozenset({"", "m", "-", "--", "---", "t", "na", "n/a", "nan", "null", "none", "missing", "*",
+                              "?", "."})
+# values that stand for "missing" in station files; flagged when they lie far outside the other values
+_SENTINELS = (-99999.0, -9999.9, -9999.0, -999.9, -999.0, -99.99, -99.9, 9999.0, 9999.9, 99999.0)
+
+
+def _data_columns(df: pd.DataFrame, found: dict[str, str | None]) -> list[Any]:
+    """The numeric columns that become data variables."""
+    used = {c for c in found.values() if c} | {"_station", "_time"}
+    return [c for c in df.columns if c not in used and pd.api.types.is_numeric_dtype(df[c])]
+
+
+def _read_missing_markers(df: pd.DataFrame, found: dict[str, str | None], path: Path) -> pd.DataFrame:
+    """Read value columns that write missing values as text (``M``, ``-``, ``T``, ...) as numbers with NaN.
+
+    A text column counts as a value column when most of its other cells are numbers; one with cells that
+    are still not numbers is refused. Columns without numbers (names, flags) stay text.
+    """
+    used = {c for c in found.values() if c}
+    for column in df.columns:
+        if column in used or pd.api.types.is_numeric_dtype(df[column]) or pd.api.types.is_bool_dtype(df[column]):
+            continue
+        text = df[column].astype("string").str.strip()
+        missing = (text.isna() | text.str.lower().isin(_MISSING_MARKERS)).fillna(True).to_numpy(dtype=bool)
+        numbers = pd.to_numeric(text.where(~missing).astype(object), errors="coerce")
+        written = int((~missing).sum())
+        numeric = int(numbers.notna().sum())
+        if numeric == 0 or numeric < written / 2:
+            continue  # a text column
+        bad = text[~missing & numbers.isna().to_numpy()]
+        if len(bad):
+            raise DataFormatError(
+                f"{path.name!r}: column {column!r} holds numbers but also {len(bad)} cell(s) that are not, such "
+                f"as {bad.iloc[0]!r} (line {int(bad.index[0]) + 2}); expected numbers, with missing values "
+                "left empty or written as NA, NaN, M, - or T; fix those cells, or pass na_values=[...] (as for "
+                "pandas.read_csv) to read them as missing"
+            )
+        df = df.assign(**{str(column): numbers.astype(float)})
+    return df
+
+
+def _warn_sentinels(df: pd.DataFrame, columns: Sequence[Any], path: Path) -> None:
+    """Warn about value columns whose extreme looks like a missing-value sentinel (-9999, ...)."""
+    for column in columns:
+        values = df[column].to_numpy(dtype=float)
+        values = values[np.isfinite(values)]
+        if values.size < 2:
+            continue
+        for sentinel in (values.min(), values.max()):
+            if not np.any(np.isclose(sentinel, _SENTINELS, rtol=0, atol=1e-9)):
+                continue
+            count = int(np.sum(values == sentinel))
+            others = values[values != sentinel]
+            far = others.size == 0 or np.min(np.abs(others - sentinel)) > 0.1 * abs(sentinel)
+            if count >= 2 and far:
+                name = str(column)
+                warnings.warn(
+                    f"{path.name!r}: column {name!r} has {count} values of {sentinel:g}, far from its other "
+                    f"values; this looks like a missing-value marker, but it is read as data. Mask it with "
+                    f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {sentinel:g}), or pass "
+                    f"na_values=[{sentinel:g}] to geonp.open_dataset (or leave those cells empty in the file).",
+                    UserWarning, stacklevel=4)
+
+
 def _station_table_to_dataset(df: pd.DataFrame, found: dict[str, str | None], path: Path) -> xr.Dataset:
     """Pivot the observation rows to ``(time, station)`` arrays with per-station coordinates."""
     used = {c for c in found.values() if c} | {"_station", "_time"}
-    data_columns = [c for c in df.columns if c not in used and pd.api.types.is_numeric_dtype(df[c])]
+    data_columns = _data_columns(df, found)
     stations = pd.unique(df["_station"])
     coords: dict[str, Any] = {"station": ("station", stations)}
     names = {"lat": "lat", "lon": "lon", "x": "x", "y": "y", "elevation": "elevation"}
