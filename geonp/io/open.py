@@ -72,7 +72,9 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
     InputNotFoundError
         If ``path`` does not exist.
     DataFormatError
-        If the suffix is unknown, the optional reader is not installed, or the file cannot be read.
+        If the suffix is unknown, the optional reader is not installed, or the file cannot be read; for a
+        CSV also times that are numbers other than ``YYYYMMDD``/``YYYYMMDDHH``, before 1800 or missing in
+        some rows, and value columns holding text other than missing markers (``NA``, ``M``, ``-``, ``T``).
     CRSError
         If ``crs`` is invalid, or a CSV with ``x``/``y`` columns comes without ``crs``.
     """
