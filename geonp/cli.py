@@ -10,7 +10,8 @@
 Progress goes to stderr (``--quiet`` turns it off), a one-line summary to stdout. Warnings print one
 line ``geonp: warning: ...`` on stderr. Every error a user can cause prints one line
 ``geonp: error: ...`` on stderr and exits 2; nothing is computed when the
-output exists (without ``--overwrite``), and nothing half-written is left behind.
+output exists (without ``--overwrite``, which replaces only a Zarr store or a model file), and nothing
+half-written is left behind. Ctrl-C exits 130, SIGTERM 143, with one ``geonp: interrupted`` line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import contextlib
 import re
 import shlex
+import signal
 import sys
 import time
 import warnings
@@ -215,18 +217,22 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) -> Path:
-    """Fail fast, before any computation, when the output exists or (a Zarr ``store``) is named like another format.
+    """Fail fast, before any computation, where the output may not be written.
 
-    The same checks and messages as geonp.to_zarr (``store=False``: a model file, existence only).
+    The same checks and messages as geonp.to_zarr: the output exists (without ``--overwrite``); it is, holds or
+    lies inside the input or the ``--targets`` file; ``--overwrite`` replaces only a Zarr store (``store=False``: a
+    model file written by geonp); a store named like another format.
     """
-    from .io.zarr import check_new_path, check_store_path
+    from .io.zarr import check_apart, check_new_path, check_store_path
 
-    target = Path(path).expanduser().resolve()
-    for option, what in (("input", "the input"), ("targets", "the --targets file")):
-        given = getattr(args, option, None)
-        if given is not None and target == Path(given).expanduser().resolve():
-            raise ConfigError(f"--out {path!r} is {what}; choose another output path.")
-    return check_store_path(path, args.overwrite) if store else check_new_path(path, args.overwrite)
+    others = [("the input", args.input), ("the --targets file", getattr(args, "targets", None))]
+    if store:
+        return check_store_path(path, args.overwrite, others)
+    check_apart(path, others)
+    return check_new_path(path, args.overwrite, "model", magic=_ZIP_MAGIC)
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # a model file (torch.save writes a zip archive)
 
 
 def _open(args: argparse.Namespace, chunks):
@@ -273,7 +279,20 @@ def _write(result, out: Path, args: argparse.Namespace, history: str, start: flo
     to_zarr(result, out, overwrite=args.overwrite, progress=not args.quiet, history=history)
     names = ", ".join(map(str, result.data_vars))
     dims = ", ".join(f"{d}: {n}" for d, n in result.sizes.items())
-    print(f"wrote {names} ({dims}) to {out} in {time.perf_counter() - start:.1f} s")
+    print(f"wrote {names} ({dims}) to {out} in {time.perf_counter() - start:.1f} s{_all_nan(out)}")
+
+
+def _all_nan(out: Path) -> str:
+    """``"; all N values of V_mean are NaN ..."`` where the written mean is NaN everywhere (read chunk by chunk)."""
+    import xarray as xr
+
+    with contextlib.suppress(Exception), xr.open_zarr(out) as ds:  # a summary only: the store is written
+        means = [name for name in ds.data_vars if str(name).endswith("_mean")]
+        if not means or int(ds[means[0]].count().compute()) > 0:
+            return ""
+        return (f"; all {ds[means[0]].size} values of {means[0]} are NaN: no prediction was possible (are the targets "
+                "far from the data, or the data all missing?)")
+    return ""
 
 
 def _infill(args: argparse.Namespace, history: str) -> None:
@@ -360,8 +379,34 @@ def _one_line_warnings():
         yield
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (what batch schedulers send before killing a job), raised where Ctrl-C raises KeyboardInterrupt."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """Turn SIGTERM into :class:`_Terminated` while a command runs (main thread only): handled like Ctrl-C."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_RESUMES = "a Zarr write resumes when the same command is run again"  # what an interruption leaves
+_INTERRUPTED = {"fit": "nothing was saved: training does not resume; run the command again to train again"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 on success, 2 on a user error).
+    """Run the CLI; returns the exit code (0 on success, 2 on a user error, 130/143 on SIGINT/SIGTERM).
 
     Argparse usage errors (unknown options, missing arguments) exit 2 through ``SystemExit``.
     """
@@ -369,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     history = shlex.join(["geonp", *argv])
     try:
-        with _one_line_warnings():
+        with _one_line_warnings(), _sigterm_interrupts():
             _COMMANDS[args.command](args, history)
     except GeonpError as exc:
         print(f"geonp: error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -378,9 +423,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         print(f"geonp: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("geonp: interrupted (a Zarr write resumes when the same command is run again)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _Terminated)
+        print(f"geonp: interrupted{' by SIGTERM' if terminated else ''} ({_INTERRUPTED.get(args.command, _RESUMES)})",
+              file=sys.stderr)
+        return 143 if terminated else 130
     return 0
 
 

@@ -28,7 +28,8 @@ import torch
 import xarray as xr
 from torch.distributions import Normal
 
-from .io.zarr import check_new_path
+from .errors import ConfigError
+from .io.zarr import check_new_path, check_store_path
 from .metrics import gaussian_scores
 from .synthetic.kernels import correlation
 
@@ -164,9 +165,18 @@ def demo_dataset(seed: int = 0) -> xr.Dataset:
     return _dataset(_draw(seed))[0]
 
 
-def _check_new(path: Path | None, overwrite: bool, what: str) -> None:
-    if path is not None:
-        check_new_path(path, overwrite, what)
+def _check_outputs(out: Path | None, png: Path | None, overwrite: bool) -> None:
+    """Refuse existing outputs (with ``overwrite``: anything but a Zarr store / a PNG file) before computing."""
+    if out is not None:
+        check_store_path(out, overwrite)
+    if png is not None:
+        check_new_path(png, overwrite, "PNG image", magic=_PNG_MAGIC)
+        if png.suffix.lower() != ".png":
+            raise ConfigError(f"png={str(png)!r} ends in {png.suffix!r}; the demo writes a PNG image: give a path "
+                              "ending in '.png'.")
+
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _png(path: Path, truth: np.ndarray, obs: np.ndarray, mean: np.ndarray, std: np.ndarray, title: str,
@@ -225,14 +235,11 @@ def run_demo(model: str = "bsa-tnp", seed: int = 0, out: str | os.PathLike | Non
 
     out = Path(out).expanduser() if out is not None else None
     png = Path(png).expanduser() if png is not None else None
-    _check_new(out, overwrite, "output")
-    _check_new(png, overwrite, "image")
-    if png is not None and png.suffix.lower() != ".png":
-        from .errors import ConfigError
-
-        raise ConfigError(f"png={str(png)!r} ends in {png.suffix!r}; the demo writes a PNG image: give a path "
-                          "ending in '.png'.")
+    _check_outputs(out, png, overwrite)
     resolve_model(model)  # fail fast on an unknown name, before drawing the field
+    for path in (out, png):  # their folders, as the Zarr write creates its own, before computing
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
 
     if progress:
         print(f"geonp demo: infilling a {SIDE}×{SIDE}×{FRAMES} synthetic field with the shipped {model} ...",

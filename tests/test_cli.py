@@ -563,7 +563,7 @@ def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, m
 @pytest.mark.slow
 def test_cli_demo__custom_outputs_model_and_seed(tmp_path, capsys):
     """`geonp demo --model te-pt-tnp --seed 1 --out X --png Y` writes where it is told, with that model."""
-    out, png = tmp_path / "sub" / "x.zarr", tmp_path / "map.png"
+    out, png = tmp_path / "sub" / "x.zarr", tmp_path / "maps" / "map.png"  # new folders, made for both
     assert main(["demo", "--model", "te-pt-tnp", "--seed", "1", "--out", str(out), "--png", str(png), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "geonp te-pt-tnp (zero-shot)" in text and f"wrote {out} and {png}" in text
@@ -695,3 +695,86 @@ def test_cli__dayfirst_reads_csv_dates_day_first(tmp_path, capsys, monkeypatch):
     csv.write_text("station,time,lat,lon,tmax\na,01/02/1990,40,-105,1\n")
     assert main(["infill", str(csv), "--dayfirst", "--targets", str(csv), "--out", str(tmp_path / "o.zarr")]) == 2
     assert [kw["dayfirst"] for kw in seen] == [True, True]
+
+
+# ------------------------------------------------------------------------------------------ output safety, interrupts
+
+
+def test_cli__overwrite_replaces_only_a_zarr_store_apart_from_the_input(nc, tmp_path, capsys, monkeypatch):
+    """--overwrite never deletes a folder holding the input, a store inside the input, a file or another folder.
+
+    Each is refused before computing, nothing deleted.
+    """
+    import geonp.api
+
+    monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: pytest.fail("computed although --out is refused"))
+    sandbox = tmp_path / "sandbox"
+    store = sandbox / "gappy.zarr"
+    _field().to_zarr(store)
+    (sandbox / "notes.txt").write_text("my notes")
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    before = _tree(tmp_path)
+    cases = [(store, sandbox, r"output path '.*sandbox' contains the input \('.*gappy.zarr'\)"),
+             (store, store / "t2m", r"output path '.*t2m' is inside the input"),
+             (nc, precious, r"'.*precious.txt' exists and is a file of 7 bytes, not a Zarr store; .*replaces only "
+                            r"a Zarr store \(a directory holding .zgroup, .zmetadata, .zarray, zarr.json\)"),
+             (nc, sandbox, r"is a directory of 2 entries \('gappy.zarr', 'notes.txt'\), not a Zarr store")]
+    for data, out, message in cases:
+        assert main(["infill", str(data), "--out", str(out), "--overwrite", "--quiet"]) == 2
+        assert re.search(message, _one_error_line(capsys))
+    assert _tree(tmp_path) == before
+
+
+def test_cli_fit__overwrite_replaces_only_a_model_file(nc, tmp_path, capsys, monkeypatch):
+    """`geonp fit --overwrite` refuses a directory or a file that is not a geonp model, before training."""
+    import geonp.api
+
+    monkeypatch.setattr(geonp.api, "fit", lambda *a, **k: pytest.fail("trained although --out is refused"))
+    notes = tmp_path / "models" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("keep me")
+    for out, what in ((notes, "a file of 7 bytes"), (notes.parent, "a directory of 1 entry ('notes.txt')")):
+        assert main(["fit", str(nc), "--out", str(out), "--steps", "1", "--overwrite", "--quiet"]) == 2
+        assert f"exists and is {what}, not a model file" in _one_error_line(capsys)
+    assert notes.read_text() == "keep me"
+
+
+def test_cli_demo__png_folder_is_made_before_computing(tmp_path, capsys, monkeypatch):
+    """`geonp demo --png newdir/x.png` creates newdir (as --out's folder is) before anything is computed."""
+    import geonp.demo
+
+    def stop(seed):
+        assert (tmp_path / "maps").is_dir() and (tmp_path / "stores").is_dir()
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(geonp.demo, "_draw", stop)
+    png, out = tmp_path / "maps" / "x.png", tmp_path / "stores" / "x.zarr"
+    assert main(["demo", "--png", str(png), "--out", str(out), "--quiet"]) == 2
+    assert _one_error_line(capsys) == "geonp: error: stop here"
+
+
+def test_cli_fit__interrupt_says_nothing_was_saved(nc, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during `geonp fit` says that no model was saved (nothing about resuming a Zarr write)."""
+    import geonp.api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(geonp.api, "fit", interrupted)
+    assert main(["fit", str(nc), "--out", str(tmp_path / "m.geonp"), "--steps", "5", "--quiet"]) == 130
+    assert capsys.readouterr().err == ("geonp: interrupted (nothing was saved: training does not resume; run the "
+                                       "command again to train again)\n")
+    assert not (tmp_path / "m.geonp").exists()
+
+
+def test_cli_infill__all_nan_output_is_said_in_the_summary(nc, tmp_path, capsys, monkeypatch):
+    """An output that is NaN everywhere (targets far from the data) says so in its one-line summary."""
+    import geonp.api
+
+    nan = _field().rename(t2m="t2m_mean").isel(time=slice(0, 2)) * np.nan
+    monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: nan)
+    assert main(["infill", str(nc), "--out", str(tmp_path / "o.zarr"), "--quiet"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("; all 160 values of t2m_mean are NaN: no prediction was "
+                                                     "possible (are the targets far from the data, or the data all "
+                                                     "missing?)")

@@ -668,3 +668,37 @@ def test_io_does_not_import_torch():
     assert result.returncode == 0, result.stderr
     for source in (ROOT / "geonp" / "io").glob("*.py"):
         assert "import torch" not in source.read_text() and "from torch" not in source.read_text(), source
+
+
+def test_to_zarr_overwrite_replaces_only_a_zarr_store(tmp_path):
+    """overwrite=True never replaces a regular file or a directory that is not a Zarr store; nothing is deleted."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    with pytest.raises(OutputExistsError, match=r"'.*precious.txt' exists and is a file of 7 bytes, not a Zarr "
+                                                r"store; overwrite=True .* replaces only a Zarr store"):
+        to_zarr(_grid(), precious, overwrite=True, progress=False)
+    with pytest.raises(OutputExistsError, match=r"is a directory of 1 entry \('notes.txt'\), not a Zarr store"):
+        to_zarr(_grid(), folder, overwrite=True, progress=False)
+    assert precious.read_text() == "keep me" and (folder / "notes.txt").read_text() == "my notes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "precious.txt"]  # no partial store, no lock
+    store = tmp_path / "o.zarr"
+    for seed in (1, 2):  # a store geonp wrote (.zgroup, .zmetadata) is replaced
+        to_zarr(_grid(seed=seed), store, overwrite=True, progress=False)
+    np.testing.assert_array_equal(xr.open_zarr(store).t2m.values, _grid(seed=2).t2m.values)
+
+
+def test_to_zarr_never_replaces_the_file_it_reads_from(tmp_path):
+    """A store that holds (or is inside) the file the data were opened from is refused, even with overwrite."""
+    folder = tmp_path / "data.zarr"
+    _grid().to_zarr(folder / "in.zarr")
+    (folder / ".zgroup").write_text('{"zarr_format": 2}')  # the folder reads as a store itself
+    before = sorted(str(p) for p in folder.rglob("*"))
+    ds = open_dataset(folder / "in.zarr")
+    with pytest.raises(OutputExistsError, match=r"contains the file the data were read from .*in.zarr"):
+        to_zarr(ds, folder, overwrite=True, progress=False)
+    with pytest.raises(OutputExistsError, match=r"is inside the file the data were read from"):
+        to_zarr(ds, folder / "in.zarr" / "out.zarr", progress=False)
+    assert sorted(str(p) for p in folder.rglob("*")) == before

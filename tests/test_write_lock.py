@@ -56,3 +56,44 @@ def test_a_store_in_a_new_folder_is_written(tmp_path):
     out = tmp_path / "sub" / "deeper" / "o.zarr"
     to_zarr(_ds(), out, progress=False)
     assert out.exists() and not (out.parent / "o.zarr.lock").exists()
+
+
+def test_a_write_stopped_by_sigterm_in_the_cli_is_resumable(tmp_path, capsys, monkeypatch):
+    """SIGTERM (a batch scheduler) during `geonp infill` is handled like Ctrl-C.
+
+    A message, exit 143, the lock released and the partial store kept; the same command then finishes the write.
+    """
+    import signal
+
+    import pandas as pd
+
+    import geonp.api
+    import geonp.io.zarr as gz
+    from geonp.cli import main
+
+    result = xr.Dataset({"t2m_mean": (("time", "x"), np.arange(12.0).reshape(4, 3))},
+                        coords={"time": pd.date_range("2020-01-01", periods=4, freq="h"), "x": [0, 1, 2]})
+    data = tmp_path / "in.nc"
+    result.rename(t2m_mean="t2m").to_netcdf(data)
+    monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: result.chunk(time=1))
+    write_step, steps = gz._write_step, []
+
+    def terminated_at_the_second(ds, plan, key, partial):
+        steps.append(key)
+        if len(steps) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        write_step(ds, plan, key, partial)
+
+    monkeypatch.setattr(gz, "_write_step", terminated_at_the_second)
+    out = tmp_path / "o.zarr"
+    argv = ["infill", str(data), "--out", str(out), "--quiet"]
+    assert main(argv) == 143
+    assert capsys.readouterr().err == ("geonp: interrupted by SIGTERM (a Zarr write resumes when the same command "
+                                       "is run again)\n")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored after the command
+    assert (tmp_path / "o.zarr.partial").is_dir() and not out.exists() and not (tmp_path / "o.zarr.lock").exists()
+    steps.clear()
+    monkeypatch.setattr(gz, "_write_step", lambda *args: steps.append(args[2]) or write_step(*args))
+    assert main(argv) == 0
+    assert steps == ["region:1:2", "region:2:3", "region:3:4"]  # resumed: the first region was written
+    np.testing.assert_array_equal(xr.open_zarr(out).t2m_mean.values, result.t2m_mean.values)

@@ -1,4 +1,4 @@
-"""One writer per output store: a lock file beside it while a write runs (no torch, no dask)."""
+"""Output paths (no torch, no dask): what an output may replace, and one writer per store (a lock file)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,135 @@ import contextlib
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import OutputExistsError
+from ..errors import ConfigError, OutputExistsError
 
-__all__ = ["LOCK_SUFFIX", "write_lock"]
+__all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "is_zarr_store",
+           "write_lock"]
 
 LOCK_SUFFIX = ".lock"
+
+
+#: top-level files that make a directory a Zarr store: format 2 group, consolidated metadata, array; format 3
+ZARR_MARKERS = (".zgroup", ".zmetadata", ".zarray", "zarr.json")
+
+
+def is_zarr_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory (or a link to one) whose top level holds one of :data:`ZARR_MARKERS`."""
+    path = Path(path)
+    return path.is_dir() and any((path / name).is_file() for name in ZARR_MARKERS)
+
+
+def _describe(path: Path) -> str:
+    """What is at an existing ``path``, in words, for an error message."""
+    if not path.exists():
+        return "a broken link"
+    if path.is_dir():
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            return "a directory"
+        if not names:
+            return "an empty directory"
+        shown = ", ".join(map(repr, names[:3])) + (", ..." if len(names) > 3 else "")
+        return f"a directory of {len(names)} {'entry' if len(names) == 1 else 'entries'} ({shown})"
+    if path.is_file():
+        return f"a file of {path.stat().st_size} bytes"
+    return "neither a file nor a directory"
+
+
+def _refuse_replacing(path: Path, what: str, detail: str = "") -> None:
+    raise OutputExistsError(f"{str(path)!r} exists and is {_describe(path)}, not {what}; overwrite=True (CLI: "
+                            f"--overwrite) replaces only {what}{detail}, nothing else. Remove it yourself if it is "
+                            "to go, or choose another path.")
+
+
+def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output", magic: bytes | None = None) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, refused where it exists (a link too) unless ``overwrite``.
+
+    With ``overwrite`` an existing ``path`` must be a regular file (starting with ``magic`` where given):
+    a directory, or a file of another kind, is never replaced.
+
+    Raises
+    ------
+    OutputExistsError
+        ``path`` exists and ``overwrite`` is ``False``, or it is not a file geonp may replace.
+    """
+    path = Path(path).expanduser()
+    if not (path.exists() or path.is_symlink()):
+        return path
+    if not overwrite:
+        raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
+                                "(CLI: --overwrite) or choose another path")
+    if not path.is_file():
+        _refuse_replacing(path, f"a {what} file")
+    if magic is not None:
+        with open(path, "rb") as f:
+            if f.read(len(magic)) != magic:
+                _refuse_replacing(path, f"a {what} file written by geonp")
+    return path
+
+
+#: suffixes of other formats, refused as Zarr store names (a "z.nc" directory would puzzle every reader)
+_OTHER_FORMATS = frozenset({".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".grib", ".grib2", ".grb", ".grb2",
+                            ".tif", ".tiff", ".csv", ".png"})
+
+
+def check_apart(path: str | os.PathLike, others: Iterable[tuple[str, str | os.PathLike | None]]) -> None:
+    """Refuse an output ``path`` that is, contains or lies inside one of ``others`` (``[("the input", path)]``).
+
+    Links are followed: writing (or replacing) the output must never touch the data it is computed from.
+
+    Raises
+    ------
+    OutputExistsError
+        ``path`` is, holds or is inside one of ``others``.
+    """
+    out = Path(path).expanduser().resolve()
+    for what, other in others:
+        if other is None:
+            continue
+        given = Path(other).expanduser().resolve()
+        if out == given:
+            raise OutputExistsError(f"output path {str(path)!r} is {what}; choose another output path.")
+        if out in given.parents:
+            raise OutputExistsError(f"output path {str(path)!r} contains {what} ({str(other)!r}), which "
+                                    "replacing it would delete; choose another output path.")
+        if given in out.parents:
+            raise OutputExistsError(f"output path {str(path)!r} is inside {what} ({str(other)!r}); choose an "
+                                    "output path outside it.")
+
+
+def check_store_path(path: str | os.PathLike, overwrite: bool,
+                     others: Iterable[tuple[str, str | os.PathLike | None]] = ()) -> Path:
+    """:func:`check_new_path` for a Zarr store, which may not be named like a file of another format.
+
+    ``overwrite`` replaces only an existing Zarr store (:func:`is_zarr_store`), never a file or another
+    directory, nor one of ``others`` (:func:`check_apart`).
+
+    Raises
+    ------
+    ConfigError
+        ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...).
+    OutputExistsError
+        ``path`` exists and ``overwrite`` is ``False`` or it is not a Zarr store; it is, holds or lies
+        inside one of ``others``.
+    """
+    check_apart(path, others)
+    suffix = Path(path).suffix.lower()
+    if suffix in _OTHER_FORMATS:
+        raise ConfigError(f"output path {str(path)!r} ends in {suffix!r}, but geonp writes Zarr stores; expected a "
+                          "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
+    path = Path(path).expanduser()
+    if not (path.exists() or path.is_symlink()):
+        return path
+    if not overwrite:
+        return check_new_path(path, overwrite)
+    if not is_zarr_store(path):
+        _refuse_replacing(path, "a Zarr store", f" (a directory holding {', '.join(ZARR_MARKERS)})")
+    return path
 
 
 def _alive(pid: int) -> bool:

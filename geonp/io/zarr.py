@@ -36,12 +36,12 @@ import xarray as xr
 import zarr
 from tqdm.auto import tqdm
 
-from ..errors import ConfigError, GeonpError, OutputExistsError, VariableTypeError
+from ..errors import GeonpError, VariableTypeError
 from ..progress import bar_options
-from .lock import write_lock
+from .lock import ZARR_MARKERS, check_apart, check_new_path, check_store_path, is_zarr_store, write_lock
 from .zarr_prepare import attr_value, prepare
 
-__all__ = ["to_zarr"]
+__all__ = ["ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "is_zarr_store", "to_zarr"]
 
 ZARR_FORMAT = 2  # see the module docstring
 # zarr-python 2 (and the xarray versions that go with it) know only format 2 and take no zarr_format argument
@@ -64,41 +64,10 @@ class _Plan:
         return keys + (["static"] if self.static_vars else [])
 
 
-def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output") -> Path:
-    """``path`` as a :class:`~pathlib.Path`, refused where it exists (a link too) unless ``overwrite``.
-
-    Raises
-    ------
-    OutputExistsError
-        ``path`` exists and ``overwrite`` is ``False``.
-    """
-    path = Path(path).expanduser()
-    if (path.exists() or path.is_symlink()) and not overwrite:
-        raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
-                                "(CLI: --overwrite) or choose another path")
-    return path
-
-
-#: suffixes of other formats, refused as Zarr store names (a "z.nc" directory would puzzle every reader)
-_OTHER_FORMATS = frozenset({".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".grib", ".grib2", ".grb", ".grb2",
-                            ".tif", ".tiff", ".csv", ".png"})
-
-
-def check_store_path(path: str | os.PathLike, overwrite: bool) -> Path:
-    """:func:`check_new_path` for a Zarr store, which may not be named like a file of another format.
-
-    Raises
-    ------
-    ConfigError
-        ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...).
-    OutputExistsError
-        ``path`` exists and ``overwrite`` is ``False``.
-    """
-    suffix = Path(path).suffix.lower()
-    if suffix in _OTHER_FORMATS:
-        raise ConfigError(f"output path {str(path)!r} ends in {suffix!r}, but geonp writes Zarr stores; expected a "
-                          "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
-    return check_new_path(path, overwrite)
+def _sources(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """The files ``ds`` was opened from (xarray's ``encoding["source"]``), as :func:`check_apart` pairs."""
+    found = [ds.encoding.get("source"), *(v.encoding.get("source") for v in ds.variables.values())]
+    return [("the file the data were read from", s) for s in dict.fromkeys(found) if isinstance(s, str)]
 
 
 def to_zarr(
@@ -120,7 +89,9 @@ def to_zarr(
     path : str or os.PathLike
         The store to create (a directory, conventionally ending in ``.zarr``).
     overwrite : bool, default False
-        Replace an existing ``path``. The old store is removed only once the new one is complete.
+        Replace an existing ``path``, which must be a Zarr store (a directory holding ``.zgroup``,
+        ``.zmetadata``, ``.zarray`` or ``zarr.json``): a file or another directory is never replaced. The
+        old store is removed only once the new one is complete.
     attrs : Mapping, optional
         Provenance to add to the global attributes (geonp version, model name, checkpoint hash, ...).
     progress : bool, default True
@@ -136,7 +107,8 @@ def to_zarr(
     Raises
     ------
     OutputExistsError
-        If ``path`` exists and ``overwrite`` is False, or another run is writing it (``<path>.lock``).
+        If ``path`` exists and ``overwrite`` is False or it is not a Zarr store; ``path`` is, holds or lies
+        inside the file ``ds`` was read from; another run is writing it (``<path>.lock``).
     VariableTypeError
         ``ds`` is not an xarray Dataset or DataArray.
     ConfigError
@@ -148,9 +120,9 @@ def to_zarr(
     if not isinstance(ds, (xr.Dataset, xr.DataArray)):
         raise VariableTypeError(f"to_zarr got a {type(ds).__name__}; expected an xarray Dataset or DataArray, e.g. "
                                 "the result of ds.np.infill(...) or xr.DataArray(values, dims=...).")
-    path = check_store_path(path, overwrite)
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
+    path = check_store_path(path, overwrite, _sources(ds))
     prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")
     plan = _plan(prepared, region_dim)
     fingerprint = _fingerprint(prepared, plan, _in_memory_digest(ds))
