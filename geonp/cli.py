@@ -56,8 +56,15 @@ _ZIP_MAGIC = b"PK\x03\x04"  # a model file (torch.save writes a zip archive)
 def _open(args: argparse.Namespace, chunks):
     from .io import open_dataset
 
+    extra = {}
+    if args.na_values:
+        if Path(args.input).suffix.lower() != ".csv":
+            raise ConfigError(f"--na-values applies to CSV inputs; {args.input!r} is not a .csv file (mask other "
+                              "formats' missing values in the file, e.g. a NetCDF _FillValue).")
+        extra["na_values"] = list(args.na_values)
     # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked
-    return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs, dayfirst=args.dayfirst)
+    return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs, dayfirst=args.dayfirst,
+                        **extra)
 
 
 def _open_targets(args: argparse.Namespace):

@@ -62,6 +62,8 @@ def _common(p: argparse.ArgumentParser, *, model_help: str) -> None:
     p.add_argument("--dayfirst", action=argparse.BooleanOptionalAction, default=None,
                    help="CSV dates like 01/02/1990 are day first (1 Feb); --no-dayfirst: month first; default: "
                         "the order the dates show, else month first with a warning")
+    p.add_argument("--na-values", nargs="+", metavar="VALUE",
+                   help="CSV input: values that mean missing (e.g. --na-values -9999 -99.9)")
     p.add_argument("--device", default="auto", help="auto (a GPU when present, default), cpu or cuda")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")

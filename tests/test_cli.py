@@ -697,6 +697,24 @@ def test_cli__dayfirst_reads_csv_dates_day_first(tmp_path, capsys, monkeypatch):
     assert [kw["dayfirst"] for kw in seen] == [True, True]
 
 
+def test_cli__na_values_reach_the_csv_reader_and_only_it(tmp_path, capsys, monkeypatch, nc):
+    """--na-values masks a CSV's sentinel; on another format it is refused before reading."""
+    import geonp.io
+
+    seen = []
+    real = geonp.io.open_dataset
+    monkeypatch.setattr(geonp.io, "open_dataset", lambda path, **kw: seen.append(real(path, **kw)) or seen[-1])
+    monkeypatch.setattr("geonp.api.infill", lambda *a, **kw: (_ for _ in ()).throw(ConfigError("stop here")))
+    csv = tmp_path / "st.csv"
+    csv.write_text("station,time,lat,lon,tmax\na,1990-06-01,40,-105,-9999\na,1990-06-02,40,-105,21\n"
+                   "a,1990-06-03,40,-105,-9999\n")
+    assert main(["infill", str(csv), "--na-values", "-9999", "--out", str(tmp_path / "o.zarr")]) == 2
+    np.testing.assert_array_equal(seen[0].tmax.values[:, 0], [np.nan, 21.0, np.nan])
+    capsys.readouterr()
+    assert main(["infill", str(nc), "--na-values", "-9999", "--out", str(tmp_path / "p.zarr")]) == 2
+    assert "--na-values applies to CSV inputs" in _one_error_line(capsys)
+
+
 # ------------------------------------------------------------------------------------------ output safety, interrupts
 
 

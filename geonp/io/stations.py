@@ -304,7 +304,8 @@ def _warn_sentinels(df: pd.DataFrame, columns: Sequence[Any], path: Path) -> Non
                     f"{path.name!r}: column {name!r} has {count} values of {sentinel:g}, far from its other "
                     f"values; this looks like a missing-value marker, but it is read as data. Mask it with "
                     f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {sentinel:g}), or pass "
-                    f"na_values=[{sentinel:g}] to geonp.open_dataset (or leave those cells empty in the file).",
+                    f"na_values=[{sentinel:g}] to geonp.open_dataset (CLI: --na-values {sentinel:g}), or leave those "
+                    "cells empty in the file.",
                     UserWarning, stacklevel=4)
 
 
