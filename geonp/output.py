@@ -79,7 +79,8 @@ def space_coords(ds: xr.Dataset, layout: geo.Layout) -> dict:
     for name, c in ds.coords.items():
         if set(c.dims) <= set(layout.space_dims) and c.dims:
             axis = "y" if name == layout.y else "x" if name == layout.x else None
-            if layout.geographic and axis and "units" not in c.attrs:
+            # not rotated-pole rlat/rlon (degrees, but not latitude/longitude: CF's rotated names would be due)
+            if layout.geographic and layout.plain_lonlat and axis and "units" not in c.attrs:
                 c = c.copy().assign_attrs({**_CF_LATLON[axis], **c.attrs})
             keep[name] = c
     return keep

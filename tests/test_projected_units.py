@@ -157,3 +157,18 @@ def test_rotated_grid_predicts_like_the_same_grid_with_2d_lonlat(how):
     got_t = ds.np.infill(model="bsa-tnp", targets=tg, land="none", **kwargs)  # before: NaN
     assert np.isfinite(want_t.tas_mean).all()
     np.testing.assert_allclose(got_t.tas_mean.values, want_t.tas_mean.values, rtol=0, atol=1e-4)
+
+
+def test_rotated_rlat_rlon_without_units_are_not_labelled_latitude_longitude():
+    from geonp.output import space_coords
+
+    ds, _, _ = rotated_field()
+    for name in ("rlat", "rlon"):
+        ds[name].attrs = {}
+    _, layout = geo.describe(ds)
+    assert not layout.plain_lonlat
+    assert all("units" not in c.attrs for c in space_coords(ds, layout).values())  # not CF latitude/longitude
+    plain = xr.Dataset({"t": (("lat", "lon"), np.zeros((2, 3), "float32"))}, coords={"lat": [50.0, 51.0],
+                                                                                   "lon": [0.0, 1.0, 2.0]})
+    coords = space_coords(plain, geo.describe(plain)[1])  # plain lat/lon without units: CF's
+    assert (coords["lat"].attrs["units"], coords["lon"].attrs["units"]) == ("degrees_north", "degrees_east")
