@@ -107,3 +107,15 @@ def test_blank_time_rows_refused(tmp_path):
         open_dataset(_csv(tmp_path, ["a,50,1,1990-06-01,1", "a,50,1,,2", "a,50,1,1990-06-03,3"]))
     ds = open_dataset(_csv(tmp_path, ["a,50,1,1990-06-01,1", ",,,,"], name="trailing.csv"))
     assert ds.sizes["time"] == 1
+
+
+def test_unrecognised_columns_are_named_briefly_with_a_hint_for_wide_and_semicolon_files(tmp_path):
+    wide = tmp_path / "wide.csv"
+    wide.write_text("time," + ",".join(f"st{i}" for i in range(30)) + "\n1990-06-01," + ",".join(["1"] * 30) + "\n")
+    with pytest.raises(DataFormatError, match=r"\['time', 'st0', .*\.\.\. \(31 columns\).*pandas\.melt"):
+        open_dataset(wide)
+    semi = tmp_path / "semi.csv"
+    semi.write_text("station;lat;lon;time;v\na;50;1;1990-06-01;2\n")
+    with pytest.raises(DataFormatError, match=r"separated by ';' or tabs.*sep=';'"):
+        open_dataset(semi)
+    assert float(open_dataset(semi, sep=";").v.values.ravel()[0]) == 2.0  # pandas options reach the reader

@@ -51,10 +51,17 @@ def _station_columns(df: pd.DataFrame, path: Path, crs: pyproj.CRS | None) -> di
     has_latlon = bool(found["lat"] and found["lon"])
     has_xy = bool(found["x"] and found["y"])
     if not (has_latlon or has_xy):
+        shown = f"{cols}" if len(cols) <= 12 else f"{cols[:8]} ... ({len(cols)} columns)"
+        wide = (" A file with one column per station or per time (wide) must be melted to one row per "
+                "observation first (pandas.melt)." if len(cols) > 12 else "")
+        separator = (" It looks separated by ';' or tabs, not commas: open it with geonp.open_dataset(path, "
+                     "sep=';') (or sep='\\t'), or save it with commas." if len(cols) == 1 and any(
+                         ch in cols[0] for ch in ";\t") else "")
         raise DataFormatError(
-            f"{path.name!r} has columns {cols}; expected station coordinates as 'lat'/'latitude' and "
+            f"{path.name!r} has columns {shown}; expected station coordinates as 'lat'/'latitude' and "
             "'lon'/'longitude' (or projected 'x' and 'y' with crs=), plus optional 'station' (or "
-            "'station_id', 'id', 'name'), 'time' (or 'date', 'datetime') and 'elevation'; rename the columns"
+            "'station_id', 'id', 'name'), 'time' (or 'date', 'datetime') and 'elevation'; rename the columns."
+            + wide + separator
         )
     if not has_latlon and crs is None:
         raise CRSError(
