@@ -356,6 +356,17 @@ def fit(
 
     if task not in ("infill", "forecast"):
         raise ConfigError(f"task={task!r}; expected 'infill' or 'forecast'.")
+    # options of the other task would be ignored silently: say so instead
+    if task == "infill" and context_frames is not None:
+        raise ConfigError(f"context_frames={context_frames!r} applies to task='forecast' (past frames before an "
+                          "initial time); an infill's frames are set by time_window. Leave it out, or fit "
+                          "task='forecast'.")
+    if task == "forecast" and time_window is not None:
+        raise ConfigError(f"time_window={time_window!r} applies to task='infill' (frames each side of a target); a "
+                          "forecast's are set by context_frames. Leave it out, or pass context_frames=.")
+    if task == "forecast" and not (land is None or land is False or str(land) in ("auto", "none")):
+        raise ConfigError(f"land={land!r}: forecasts use no land-sea trend (the past frames' land-sea contrast is "
+                          "the wrong one for later hours); leave land= out for task='forecast'.")
     check_settings(half_window=time_window, context_frames=context_frames)
     seconds = parse_duration(max_time)
     if seconds is None and steps is None and train_options.get("max_cpu_time") is None:

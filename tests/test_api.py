@@ -864,3 +864,13 @@ def test_elevation_missing_at_some_points_is_refused_up_front():
     dem[0, 0] = np.nan
     with pytest.raises(geonp.CoordinateError, match="missing \\(NaN\\) at 1 of .* points.*dem.interp_like"):
         a.assign_coords(elevation=dem).np.infill("t2m")
+
+
+def test_fit_refuses_options_of_the_other_task():
+    a, _ = field(seed=1)
+    with pytest.raises(geonp.ConfigError, match="context_frames=3 applies to task='forecast'"):
+        a.np.fit("t2m", task="infill", steps=0, context_frames=3, progress=False)
+    with pytest.raises(geonp.ConfigError, match="time_window=2 applies to task='infill'"):
+        a.np.fit("t2m", task="forecast", steps=0, time_window=2, progress=False)
+    with pytest.raises(geonp.ConfigError, match="land='lsm': forecasts use no land-sea trend"):
+        a.np.fit("t2m", task="forecast", steps=0, land="lsm", progress=False)
