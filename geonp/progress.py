@@ -109,4 +109,27 @@ def compute_progress(out: TextIO | None = None, minimum: float = 1.0) -> Callbac
 def bar_options(out: TextIO | None = None) -> dict:
     """Keyword arguments for a ``tqdm`` bar on ``out``: live on a terminal, a line every 30 s in a file."""
     out = sys.stderr if out is None else out
-    return {"file": out} if is_live(out) else {"file": out, "mininterval": 30.0, "ascii": True}
+    return {"file": out} if is_live(out) else {"file": _Lines(out), "mininterval": 30.0, "ascii": True}
+
+
+class _Lines:
+    r"""A stream for a ``tqdm`` bar that writes each of its updates as a line of its own.
+
+    tqdm redraws a bar by writing ``"\r" + bar``; in a log file those updates run together on one
+    line. Here each update becomes ``bar + "\n"`` and the bar's closing newline is dropped.
+    """
+
+    def __init__(self, out: TextIO):
+        self._out = out
+
+    def write(self, text: str) -> int:
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self._out.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def __getattr__(self, name):  # encoding, isatty, ... of the stream itself
+        return getattr(self._out, name)

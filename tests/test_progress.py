@@ -60,6 +60,20 @@ def test_compute_progress__terminal_gets_the_live_bar():
     assert bar_options(io.StringIO())["mininterval"] == 30.0
 
 
+def test_bar_options__a_log_file_gets_one_line_per_update_without_carriage_returns():
+    from tqdm import tqdm
+
+    log = io.StringIO()
+    with tqdm(total=3, desc="writing out.zarr", **{**bar_options(log), "mininterval": 0.0}) as bar:
+        for _ in range(3):
+            bar.update(1)
+    text = log.getvalue()
+    assert "\r" not in text and text.endswith("\n")
+    lines = text.splitlines()
+    assert lines[0].startswith("writing out.zarr:   0%") and lines[-1].startswith("writing out.zarr: 100%")
+    assert all(line.strip() for line in lines)
+
+
 def test_compute_progress__jupyter_kernel_keeps_the_live_bar(monkeypatch):
     """In a Jupyter kernel stderr is no terminal, but its cells render live bars: they are kept."""
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
