@@ -171,40 +171,6 @@ def infill(
     return out
 
 
-def _init_indices(times: np.ndarray, init_time) -> np.ndarray:
-    if init_time is None:
-        return np.array([len(times) - 1])
-    wanted = [_as_time(w, times) for w in np.atleast_1d(np.asarray(init_time, dtype=object))]
-    have, want = timeaxis.time_hours(times), timeaxis.time_hours(np.array(wanted))
-    idx = np.searchsorted(have, want)
-    bad = [str(w) for w, h, i in zip(wanted, want, idx) if i >= len(have) or have[i] != h]
-    if bad:
-        raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({times[0]} .. {times[-1]}); "
-                            "pick times that are in the data.")
-    if len(set(idx.tolist())) != len(idx):
-        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
-    return idx
-
-
-def _as_time(value, times: np.ndarray):
-    """``value`` (a string or a date) as a time of the data's kind: datetime64, or cftime in its calendar."""
-    try:
-        if not timeaxis.is_time(times) or np.issubdtype(times.dtype, np.datetime64):
-            return pd.Timestamp(value).to_datetime64()
-        if isinstance(value, str):
-            import cftime
-
-            text = value.replace("T", " ")
-            return cftime.datetime.strptime(text, "%Y-%m-%d %H:%M" if ":" in text else "%Y-%m-%d",
-                                            calendar=times[0].calendar)
-        return value
-    except (ValueError, TypeError) as exc:
-        calendar = getattr(times[0], "calendar", None) if len(times) else None
-        where = f" of the data's {calendar!r} calendar" if calendar else ""
-        raise TimeAxisError(f"init_time={value!r} is not a time{where} ({exc}); expected e.g. "
-                            f"{str(times[-1])[:16].replace(' ', 'T')!r}.") from exc
-
-
 def forecast(
     obj: xr.Dataset | xr.DataArray,
     var: str | None = None,
@@ -249,7 +215,7 @@ def forecast(
     windows = {"halo": halo, "tile": tile, "context_frames": context_frames}
     m = with_settings(resolve_model(model), **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
-    inits = _init_indices(times, init_time)
+    inits = timeaxis.init_indices(times, init_time)
     timeaxis.warn_short_history(times, inits)
     if calibrate_input.shipped_name(model) is not None:
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))

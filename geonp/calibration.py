@@ -81,9 +81,10 @@ def forecast_fields(y: np.ndarray, mean: np.ndarray, std: np.ndarray, leads: np.
     ``persistence`` and ``trend`` are per target point in data units, ``leads`` in frames and
     ``groups`` the calibration task of each point.
     """
-    blend = shrunk_mean_weights if shrink else mean_weights
-    weights, trend_weights = blend(y, mean, persistence, leads, max_lead, trend,
-                                   **({"groups": groups} if shrink else {}))
+    if shrink:
+        weights, trend_weights = shrunk_mean_weights(y, mean, persistence, leads, max_lead, trend, groups=groups)
+    else:
+        weights, trend_weights = mean_weights(y, mean, persistence, leads, max_lead, trend)
     k = np.clip(leads, 1, max_lead) - 1
     w, v = np.asarray(weights)[k], np.asarray(trend_weights)[k]
     mean = np.where(np.isfinite(persistence), persistence + w * (mean - persistence), mean) + v * trend

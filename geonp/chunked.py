@@ -364,12 +364,11 @@ def observed_stats(ds: xr.Dataset, layout: Layout, *,
     empty member (missing, or a level below ground) does not change the others' predictions.
     """
     data = _dask_data(ds, layout, {})
-    n_extra = len(layout.extra_dims)
-    t_axis, n_all = n_extra, int(math.prod(data.shape))
-    n_frames = data.shape[t_axis]
+    n_extra, n_all = len(layout.extra_dims), int(math.prod(data.shape))  # the time axis follows the extra dims
+    n_frames = data.shape[n_extra]
     if n_frames > PLAN_FRAMES:
         frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
-        count, n, spread, share = _moments(data[(slice(None),) * t_axis + (frames_,)], n_extra)
+        count, n, spread, share = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
         if count >= 2 and (count < n or not gaps_needed):
             estimate = round(count / n * n_all)
             return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread, share

@@ -41,7 +41,7 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
     lies inside the input or the ``--targets`` file; ``--overwrite`` replaces only a Zarr store (``store=False``: a
     model file written by geonp); a store named like another format.
     """
-    from .io.zarr import check_apart, check_new_path, check_store_path
+    from .io.lock import check_apart, check_new_path, check_store_path
 
     others = [("the input", args.input), ("the --targets file", getattr(args, "targets", None))]
     if store:
@@ -108,14 +108,21 @@ def _write(result, out: Path, args: argparse.Namespace, history: str, start: flo
 
 
 def _all_nan(out: Path) -> str:
-    """``"; all N values of V_mean are NaN ..."`` where the written mean is NaN everywhere (read chunk by chunk)."""
+    """``"; all N values of V_mean are NaN ..."`` where the written mean is NaN everywhere.
+
+    Read chunk by chunk, stopping at the first chunk with a value: a usual output costs one chunk's read.
+    """
+    import numpy as np
     import xarray as xr
 
     with contextlib.suppress(Exception), xr.open_zarr(out) as ds:  # a summary only: the store is written
         means = [name for name in ds.data_vars if str(name).endswith("_mean")]
-        if not means or int(ds[means[0]].count().compute()) > 0:
+        if not means:
             return ""
-        return (f"; all {ds[means[0]].size} values of {means[0]} are NaN: no prediction was possible (are the targets "
+        data = ds[means[0]].data
+        if any(np.isfinite(data.blocks[index].compute()).any() for index in np.ndindex(*data.numblocks)):
+            return ""
+        return (f"; all {data.size} values of {means[0]} are NaN: no prediction was possible (are the targets "
                 "far from the data, or the data all missing?)")
     return ""
 

@@ -35,23 +35,25 @@ def _table() -> tuple[np.ndarray, float, float, float, float, float]:
                 float(z["dlon"]))
 
 
-def land_fraction_at(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
-    """Land fraction (0 sea … 1 land) of the 0.05° cell holding each point (degrees; any longitude range)."""
-    counts, points, lat0, lon0, dlat, dlon = _table()
+def _table_position(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fractional (row, column) of each point (degrees; any longitude range) in the table, cell centres whole."""
+    counts, _, lat0, lon0, dlat, dlon = _table()
     lat = np.clip(np.asarray(lat, dtype=np.float64), -90.0, 90.0)
     lon = (np.asarray(lon, dtype=np.float64) + 180.0) % 360.0 - 180.0
-    i = np.clip(np.rint((lat - lat0) / dlat), 0, counts.shape[0] - 1).astype(np.intp)
-    j = np.rint((lon - lon0) / dlon).astype(np.intp) % counts.shape[1]
-    return counts[i, j] / points
+    return np.clip((lat - lat0) / dlat, 0.0, counts.shape[0] - 1.0), (lon - lon0) / dlon
+
+
+def land_fraction_at(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Land fraction (0 sea … 1 land) of the 0.05° cell holding each point (degrees; any longitude range)."""
+    counts, points = _table()[:2]
+    fi, fj = _table_position(lon, lat)
+    return counts[np.rint(fi).astype(np.intp), np.rint(fj).astype(np.intp) % counts.shape[1]] / points
 
 
 def land_fraction_smooth(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """Land fraction at each point (degrees), bilinear between the 0.05° cell centres: continuous in position."""
-    counts, points, lat0, lon0, dlat, dlon = _table()
-    lat = np.clip(np.asarray(lat, dtype=np.float64), -90.0, 90.0)
-    lon = (np.asarray(lon, dtype=np.float64) + 180.0) % 360.0 - 180.0
-    fi = np.clip((lat - lat0) / dlat, 0.0, counts.shape[0] - 1.0)
-    fj = (lon - lon0) / dlon
+    counts, points = _table()[:2]
+    fi, fj = _table_position(lon, lat)
     i0 = np.minimum(np.floor(fi).astype(np.intp), counts.shape[0] - 2)
     j0 = np.floor(fj).astype(np.intp)
     u, v = fi - i0, fj - j0

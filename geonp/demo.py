@@ -29,7 +29,7 @@ import xarray as xr
 from torch.distributions import Normal
 
 from .errors import ConfigError
-from .io.zarr import check_new_path, check_store_path
+from .io.lock import check_new_path, check_store_path
 from .metrics import gaussian_scores
 from .synthetic.kernels import correlation
 

@@ -127,7 +127,7 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
     elif isinstance(obj, xr.Dataset):
         ds = obj
         data_vars = [str(v) for v in ds.data_vars]
-        if isinstance(var, (list, tuple, set, dict)) or not isinstance(var, Hashable):
+        if isinstance(var, (list, tuple)) or not isinstance(var, Hashable):
             raise VariableNotFoundError(f"var={var!r}; expected the name of one variable (geonp predicts one "
                                         "variable at a time: call it once per variable).")
         if var is None:

@@ -115,7 +115,7 @@ class Model:
         OutputExistsError
             ``path`` exists and ``overwrite`` is ``False`` (as for :func:`geonp.to_zarr`).
         """
-        from .io.zarr import check_new_path
+        from .io.lock import check_new_path
 
         target = check_new_path(path, overwrite, "model")
         return save_model(self.net, target, metadata={"geonp_model": self.to_dict(), "training": self.metadata})

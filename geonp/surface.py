@@ -258,7 +258,7 @@ def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
                 f"ds.where(ds[{layout.elevation!r}].notnull(), drop=True)), or predict without the elevation "
                 f"trend by dropping the coordinate (ds.drop_vars({layout.elevation!r})).")
         raise CoordinateError(f"elevation {layout.elevation!r} is missing (NaN) at {bad} of {values.size} points "
-                              f"of {layout.var!r}'s grid or stations; expected a value at every point. A DEM that "
+                              f"of {layout.var!r}'s grid; expected a value at every point. A DEM that "
                               "covers only part of the data, or another grid, leaves holes: pass one on the data's "
                               "own coordinates (e.g. dem.interp_like(ds)), or fill its gaps (e.g. with 0 at sea).")
     return values * elevation_factor(layout.elevation, v)

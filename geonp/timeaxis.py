@@ -17,7 +17,8 @@ from .errors import ConfigError, ShortHistoryWarning, TimeAxisError, Unvalidated
 
 __all__ = ["is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
            "time_hours", "time_step_hours", "check_regular", "is_monthly",
-           "lead_count", "valid_times", "warn_short_history", "warn_coarse_step", "parse_duration"]
+           "lead_count", "valid_times", "warn_short_history", "warn_coarse_step", "parse_duration",
+           "init_indices"]
 
 #: shortest and longest step of an axis of calendar months, in hours
 _MONTH_HOURS = (28 * 24, 31 * 24)
@@ -259,3 +260,44 @@ def warn_coarse_step(step_hours: float, monthly: bool) -> None:
         "several times the error of persistence (monthly Colorado tmax from June 1990: 5.4 degC at +1 month "
         "against persistence's 1.6). Score them against persistence or climatology on your own history "
         "before use, or fit a model on it (ds.np.fit(task='forecast')).", UnvalidatedStepWarning, stacklevel=4)
+
+
+def init_indices(times: np.ndarray, init_time) -> np.ndarray:
+    """Indices of ``init_time`` (one time or several; ``None``: the last step) on the axis ``times``.
+
+    Raises
+    ------
+    TimeAxisError
+        A time that is not a step of the data, one that cannot be read in its calendar, or duplicates.
+    """
+    if init_time is None:
+        return np.array([len(times) - 1])
+    wanted = [_as_time(w, times) for w in np.atleast_1d(np.asarray(init_time, dtype=object))]
+    have, want = time_hours(times), time_hours(np.array(wanted))
+    idx = np.searchsorted(have, want)
+    bad = [str(w) for w, h, i in zip(wanted, want, idx) if i >= len(have) or have[i] != h]
+    if bad:
+        raise TimeAxisError(f"init_time {bad[:3]} is not a time step of the data ({times[0]} .. {times[-1]}); "
+                            "pick times that are in the data.")
+    if len(set(idx.tolist())) != len(idx):
+        raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
+    return idx
+
+
+def _as_time(value, times: np.ndarray):
+    """``value`` (a string or a date) as a time of the data's kind: datetime64, or cftime in its calendar."""
+    try:
+        if not is_time(times) or np.issubdtype(times.dtype, np.datetime64):
+            return pd.Timestamp(value).to_datetime64()
+        if isinstance(value, str):
+            import cftime
+
+            text = value.replace("T", " ")
+            return cftime.datetime.strptime(text, "%Y-%m-%d %H:%M" if ":" in text else "%Y-%m-%d",
+                                            calendar=times[0].calendar)
+        return value
+    except (ValueError, TypeError) as exc:
+        calendar = getattr(times[0], "calendar", None) if len(times) else None
+        where = f" of the data's {calendar!r} calendar" if calendar else ""
+        raise TimeAxisError(f"init_time={value!r} is not a time{where} ({exc}); expected e.g. "
+                            f"{str(times[-1])[:16].replace(' ', 'T')!r}.") from exc

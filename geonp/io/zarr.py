@@ -38,10 +38,10 @@ from tqdm.auto import tqdm
 
 from ..errors import GeonpError, VariableTypeError
 from ..progress import bar_options
-from .lock import ZARR_MARKERS, check_apart, check_new_path, check_store_path, is_zarr_store, write_lock
+from .lock import check_store_path, write_lock
 from .zarr_prepare import attr_value, prepare
 
-__all__ = ["ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "is_zarr_store", "to_zarr"]
+__all__ = ["to_zarr"]
 
 ZARR_FORMAT = 2  # see the module docstring
 # zarr-python 2 (and the xarray versions that go with it) know only format 2 and take no zarr_format argument
@@ -65,7 +65,7 @@ class _Plan:
 
 
 def _sources(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """The files ``ds`` was opened from (xarray's ``encoding["source"]``), as :func:`check_apart` pairs."""
+    """The files ``ds`` was opened from (``encoding["source"]``), as :func:`geonp.io.lock.check_apart` pairs."""
     found = [ds.encoding.get("source"), *(v.encoding.get("source") for v in ds.variables.values())]
     return [("the file the data were read from", s) for s in dict.fromkeys(found) if isinstance(s, str)]
 
