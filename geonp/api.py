@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import geo, timeaxis
+from . import geo, seasonal, timeaxis
 from . import reference as references
 from .chunked import build_problem, chunk_sizes, lazy_forecast, lazy_infill, observed_stats
 from .errors import (
@@ -217,16 +217,17 @@ def forecast(
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
     inits = timeaxis.init_indices(times, init_time)
     timeaxis.warn_short_history(times, inits)
-    if calibrate_input.shipped_name(model) is not None:
-        timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
-    kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
-                                   context_frames=int(m.settings["context_frames"]), max_lead_hours=hours)
-    work = references.departure(ds, layout.var, layout.time, lag) if kind == "diurnal" else ds
     history = int(inits.min()) + 1
-    past = {layout.time: slice(0, history)}  # calibration: nothing after the first initial time is seen
+    past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
+    kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
+                                   context_frames=int(m.settings["context_frames"]), max_lead_hours=hours,
+                                   history_years=seasonal.span_years(times[:history]))
+    work, cycle = _departures(ds, layout, kind, lag, past)
+    if calibrate_input.shipped_name(model) is not None and kind != "seasonal":
+        timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
-        kind=kind, raw=ds.isel(past) if kind == "diurnal" else None, halo=halo, tile=tile)
+        kind=kind, raw=ds.isel(past) if kind != "none" else None, halo=halo, tile=tile)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
     problem, _ = _plan(work, layout, m, "forecast")
@@ -245,8 +246,8 @@ def forecast(
         lead_attrs["comment"] = (f"lead k is k calendar months after init_time (valid_time); these values are k x the "
                                  f"median step, {step:g} h")
     coords["lead_time"] = ("lead_time", pd.to_timedelta(leads * step, unit="h").values, lead_attrs)
-    coords["valid_time"] = (("init_time", "lead_time"), timeaxis.valid_times(times, inits, leads, step),
-                            {"long_name": "valid time", "standard_name": "time"})
+    valid = timeaxis.valid_times(times, inits, leads, step)
+    coords["valid_time"] = (("init_time", "lead_time"), valid, {"long_name": "valid time", "standard_name": "time"})
     dims = [*layout.extra_dims, "init_time", "lead_time", *layout.space_dims]
     src = ds[layout.var]
     out = xr.Dataset({
@@ -254,14 +255,20 @@ def forecast(
         f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }, coords=coords)
     name = f"{layout.var}_mean"
+    ref_change = None
     if kind == "diurnal":
         out[name] = references.add_back(out[name], ds, layout.var, layout.time, inits, leads, lag)
+    elif kind == "seasonal":
+        out[name] = references.add_cycle(out[name], cycle, valid)
+        before = np.concatenate([times[inits][:, None], valid[:, :-1]], axis=1)
+        ref_change = references.cycle_change(cycle, valid, before)
     trend_w = m.normaliser.trend_weight(leads)
     if calibration is not None:  # known once the calibration task has run
         trend_w = dask.array.from_delayed(dask.delayed(calibrate_input.trend_weights, pure=True)(calibration, leads),
                                           shape=(len(leads),), dtype=np.float64)
     if trend_w is not None:
-        out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w)
+        out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w,
+                                         ref_change)
     # no uncertainty without a prediction: where y(valid - 24 h) is missing the mean is NaN, and so the std (lazily)
     out[f"{layout.var}_std"] = references.mask_like(out[f"{layout.var}_std"], out[name])
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
@@ -272,6 +279,20 @@ def forecast(
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")
     return out
+
+
+def _departures(ds: xr.Dataset, layout: geo.Layout, kind: str, lag: int, past: dict) -> tuple[xr.Dataset, Any]:
+    """``ds`` as the network forecasts it (departures from the ``kind`` reference) and the annual cycle, if any.
+
+    The cycle is fitted on the frames ``past`` selects, its prior on each point's x, y and elevation.
+    """
+    if kind == "diurnal":
+        return references.departure(ds, layout.var, layout.time, lag), None
+    if kind != "seasonal":
+        return ds, None
+    points = seasonal.point_covariates(ds, layout.space_dims, (layout.x, layout.y, layout.elevation))
+    cycle = seasonal.fit_cycle(ds[layout.var].isel(past), layout.time, covariates=points)
+    return references.cycle_departure(ds, layout.var, layout.time, cycle), cycle
 
 
 #: CF standard names of time coordinates a forecast output sets itself
@@ -356,9 +377,10 @@ def fit(
     kind, raw = "none", None
     if task == "forecast":  # train on departures from the reference, as forecast will predict them
         step = timeaxis.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
-        kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]))
-        if kind == "diurnal":
-            ds, raw = references.departure(ds, layout.var, layout.time, lag), ds
+        kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]),
+                                       history_years=seasonal.span_years(ds[layout.time].values))
+        if kind != "none":
+            ds, raw = _departures(ds, layout, kind, lag, {})[0], ds
     else:
         references.check(reference)
     return fit_model(ds, layout, model=model, start=start, task=task, reference=kind,

@@ -140,9 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--init-time", nargs="+", metavar="ISO", help="initial time(s) (default: the last time step)")
     _predict_options(p)
     p.add_argument("--context-frames", type=int, metavar="N", help="past frames used as context")
-    p.add_argument("--reference", choices=("auto", "diurnal", "none"),
-                   help="forecast departures from the same hour a day earlier (diurnal), or the variable itself "
-                        "(none); default: the model's, auto for shipped models")
+    p.add_argument("--reference", choices=("auto", "diurnal", "seasonal", "none"),
+                   help="forecast departures from the same hour a day earlier (diurnal), from each point's annual "
+                        "cycle (seasonal), or the variable itself (none); default: the model's, auto for shipped "
+                        "models")
 
     p = sub.add_parser("fit", help="train a model on the data itself and save it",
                        description="Train a model on the data (context/target splits of the data itself) and save "
@@ -159,9 +160,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--covariates", nargs="*", metavar="NAME",
                    help="elevation variable/coordinate name, 'hour', 'doy'; none after the flag means none at all")
-    p.add_argument("--reference", choices=("auto", "diurnal", "none"), default="auto",
-                   help="--task forecast: learn departures from the same hour a day earlier (diurnal) or the "
-                        "variable itself (none); default auto (diurnal for sub-daily data with two days or more)")
+    p.add_argument("--reference", choices=("auto", "diurnal", "seasonal", "none"), default="auto",
+                   help="--task forecast: learn departures from the same hour a day earlier (diurnal), from each "
+                        "point's annual cycle (seasonal) or the variable itself (none); default auto (diurnal for "
+                        "sub-daily data with two days or more, seasonal for daily or longer steps with two years)")
     p.add_argument("--preset", default="small", help="model size: small (default) or paper")
     p.add_argument("--from-scratch", action="store_true",
                    help="start from random weights instead of the shipped ones (bsa-tnp, te-pt-tnp)")

@@ -366,7 +366,7 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
 
     ``persistence`` (``[inits, *tile_shape]``, the targets' values at the initial times) is needed
     when the normaliser's ``lead_mean_weight`` calibrates the mean; where it is missing the
-    network's mean is kept.
+    network's mean stands in for it (kept as it is, or damped by ``lead_damping``).
     """
     net, device, norm, window, targets = _setup(payload, values, meta)
     leads = np.asarray(meta["leads"])
@@ -386,6 +386,9 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     weight = norm.mean_weight(lead_frames)
     if weight is not None and persistence is not None:
         p = np.asarray(persistence, dtype=np.float32).reshape(len(meta["frames"]), 1, -1)
-        shrunk = p + weight.astype(np.float32).reshape(1, -1, 1) * (out[0] - p)
-        out[0] = np.where(np.isfinite(p), shrunk, out[0])
+        damping = norm.damping(lead_frames)
+        c = np.float32(1.0) if damping is None else damping.astype(np.float32).reshape(1, -1, 1)
+        # where the initial value is missing the network's mean stands in for it (kept as it is when c = 1)
+        p = np.where(np.isfinite(p), p, out[0])
+        out[0] = c * p + weight.astype(np.float32).reshape(1, -1, 1) * (out[0] - p)
     return out.reshape(2, len(meta["frames"]), len(leads), *meta["tile_shape"])

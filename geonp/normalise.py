@@ -36,8 +36,8 @@ SMALL_CONTEXT = 5
 MIN_FRAME_RELIEF = 5.0
 #: frame means are removed only when they spread more than this times the residuals within frames
 FRAME_MEANS_RATIO = 1.0
-_TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "gap_distance",
-           "gap_std_scale")
+_TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "lead_damping",
+           "gap_distance", "gap_std_scale")
 
 
 def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
@@ -104,6 +104,10 @@ class Normaliser:
     lead_mean_weight : tuple of float
         Forecast calibration of the mean per lead: ``persistence + w * (mean - persistence)``, with
         persistence the value at the initial time (empty: the network's mean as it is).
+    lead_damping : tuple of float
+        Forecast calibration per lead: the weight ``c`` of persistence in
+        ``c * persistence + w * (mean - persistence)``, fitted for departures from an annual cycle
+        (damping towards the cycle, :func:`geonp.calibration.mean_weights`). Empty: 1.
     infill_std_base, infill_std_extra : float
         Infill calibration: the network's std ``σ`` first becomes
         ``sqrt((infill_std_base · σ)² + infill_std_extra²)`` (``infill_std_extra`` in data units: a
@@ -147,6 +151,7 @@ class Normaliser:
     lead_std_extra: tuple[float, ...] = ()
     lead_mean_weight: tuple[float, ...] = ()
     lead_trend_weight: tuple[float, ...] = ()
+    lead_damping: tuple[float, ...] = ()
     gap_distance: tuple[float, ...] = ()
     gap_std_scale: tuple[float, ...] = ()
     elevation_trend: bool = True
@@ -214,6 +219,10 @@ class Normaliser:
     def mean_weight(self, lead_frames: np.ndarray) -> np.ndarray | None:
         """Weight of the network's departure from persistence per lead, or ``None`` when uncalibrated."""
         return _per_lead(self.lead_mean_weight, lead_frames) if self.lead_mean_weight else None
+
+    def damping(self, lead_frames: np.ndarray) -> np.ndarray | None:
+        """Weight of persistence per lead (see ``lead_damping``), or ``None`` when it is 1."""
+        return _per_lead(self.lead_damping, lead_frames) if self.lead_damping else None
 
     def trend_weight(self, lead_frames: np.ndarray) -> np.ndarray | None:
         """Weight of the trend term per lead (see ``lead_trend_weight``), or ``None`` when there is none."""

@@ -12,8 +12,13 @@ mean and std are NaN: :func:`mask_like`). The diurnal
 persistence forecast ``y(t0) + y(t0 + h - 24 h) - y(t0 - 24 h)`` is the special case where the
 network keeps ``D(t0)``.
 
+With ``reference="seasonal"`` (daily and longer steps) the network forecasts the departure from
+each point's annual cycle, fitted on the frames up to the first initial time
+(:mod:`geonp.seasonal`), and the forecast adds the cycle at the valid time back (:func:`add_cycle`).
+
 ``"auto"`` picks ``"diurnal"`` for sub-daily steps that divide a day, leads up to 24 h and at least
-a day of history before the first initial time (plus the context frames); otherwise ``"none"``
+a day of history before the first initial time (plus the context frames); ``"seasonal"`` for steps
+of a day or longer with :data:`geonp.seasonal.MIN_YEARS` years of history; otherwise ``"none"``
 (the network forecasts the variable itself). No torch here.
 """
 
@@ -23,11 +28,13 @@ import dask.array
 import numpy as np
 import xarray as xr
 
+from . import seasonal
 from .errors import ConfigError, TimeAxisError
 
-__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "add_back", "trend", "add_trend", "mask_like"]
+__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "cycle_departure", "add_back", "add_cycle",
+           "cycle_change", "trend", "add_trend", "mask_like"]
 
-REFERENCES = ("auto", "diurnal", "none")
+REFERENCES = ("auto", "diurnal", "seasonal", "none")
 
 
 def check(reference: str) -> str:
@@ -47,12 +54,13 @@ def day_lag(step_hours: float) -> int | None:
 
 
 def resolve(reference: str, step_hours: float, *, first_init: int | None = None, context_frames: int = 1,
-            max_lead_hours: float = 0.0, n_frames: int | None = None) -> tuple[str, int]:
-    """``("diurnal", frames per day)`` or ``("none", 0)`` for these data.
+            max_lead_hours: float = 0.0, n_frames: int | None = None,
+            history_years: float | None = None) -> tuple[str, int]:
+    """``("diurnal", frames per day)``, ``("seasonal", 0)`` or ``("none", 0)`` for these data.
 
     Parameters
     ----------
-    reference : {"auto", "diurnal", "none"}
+    reference : {"auto", "diurnal", "seasonal", "none"}
     step_hours : float
         The data's time step.
     first_init : int, optional
@@ -64,17 +72,30 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
         Longest lead; the reference value ``y(valid - 24 h)`` must be observed, so at most 24 h.
     n_frames : int, optional
         Frames in the data (fit): at least two days are needed to learn from departures.
+    history_years : float, optional
+        Years the annual cycle is fitted on (the history up to the first initial time, or the
+        data of a fit): ``"seasonal"`` needs one, ``"auto"`` picks it from
+        :data:`geonp.seasonal.MIN_YEARS` on daily and longer steps.
 
     Raises
     ------
     ConfigError
         Unknown ``reference``.
     TimeAxisError
-        ``"diurnal"`` asked for on data that cannot support it (says why).
+        ``"diurnal"`` or ``"seasonal"`` asked for on data that cannot support it (says why).
     """
     ref = check(reference)
     if ref == "none":
         return "none", 0
+    years = 0.0 if history_years is None else float(history_years)
+    if ref == "seasonal" or (ref == "auto" and step_hours >= 24):
+        if years >= (1.0 if ref == "seasonal" else seasonal.MIN_YEARS):
+            return "seasonal", 0
+        if ref == "auto":
+            return "none", 0
+        raise TimeAxisError(f"reference='seasonal' needs a year of history to fit the annual cycle on; the data "
+                            f"have {years:.2f} years up to the first initial time. Pass reference='none', or "
+                            "give more history.")
     lag = day_lag(step_hours)
     problems = []
     if lag is None:
@@ -106,6 +127,30 @@ def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:
     return ds.assign({var: d})
 
 
+def cycle_departure(ds: xr.Dataset, var: str, time_dim: str, cycle: xr.DataArray) -> xr.Dataset:
+    """``ds`` with ``var`` replaced by its departure from the annual ``cycle`` (:func:`geonp.seasonal.fit_cycle`)."""
+    y = ds[var]
+    c = seasonal.cycle_at(cycle, ds[time_dim].values, (time_dim,)).transpose(*y.dims)
+    d = (y - c.data).astype(y.dtype).assign_attrs(y.attrs)
+    d.encoding = dict(y.encoding)
+    return ds.assign({var: d})
+
+
+def add_cycle(mean: xr.DataArray, cycle: xr.DataArray, valid: np.ndarray) -> xr.DataArray:
+    """``mean`` (dims ``..., init_time, lead_time, <space>``) plus the annual ``cycle`` at the ``valid`` times."""
+    c = seasonal.cycle_at(cycle, valid, ("init_time", "lead_time")).transpose(*mean.dims)
+    return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def cycle_change(cycle: xr.DataArray, valid: np.ndarray, before: np.ndarray) -> xr.DataArray:
+    """The annual ``cycle``'s change from the ``before`` times to the ``valid`` times (``[init_time, lead_time]``).
+
+    The reference's part of the trend term (:func:`trend`) when forecasts are of departures from the cycle.
+    """
+    dims = ("init_time", "lead_time")
+    return seasonal.cycle_at(cycle, valid, dims) - seasonal.cycle_at(cycle, before, dims)
+
+
 def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
              leads: np.ndarray, lag: int) -> xr.DataArray:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``."""
@@ -126,13 +171,15 @@ def mask_like(std: xr.DataArray, mean: xr.DataArray) -> xr.DataArray:
     return out.astype(std.dtype).assign_attrs(std.attrs)
 
 
-def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int) -> xr.DataArray:
+def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int,
+          ref_change: xr.DataArray | None = None) -> xr.DataArray:
     """Compute the calibration's trend term per initial time and lead (lazy when ``var`` is dask-backed).
 
     ``(y(t0) - y(t0 - 1)) - (r(t0 + h) - r(t0 + h - 1))``: the last step's change less the change
     of the reference ``r(t) = y(t - lag)`` over the step ending at the valid time (``r = 0`` when
-    ``lag`` is 0). Dims ``(init_time, lead_time, ...)``; 0 where a value is missing or the first
-    initial time has no previous step.
+    ``lag`` is 0; ``ref_change`` gives that change instead, as :func:`cycle_change` does). Dims
+    ``(init_time, lead_time, ...)``; 0 where a value is missing or the first initial time has no
+    previous step.
     """
     y = ds[var]
     inits, leads = np.asarray(inits), np.asarray(leads)
@@ -142,7 +189,9 @@ def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.
         return y.isel({time_dim: xr.DataArray(np.clip(idx, 0, None), dims=dims)})
 
     change = (at(inits) - at(inits - 1)).where(xr.DataArray(inits >= 1, dims="init_time"))
-    if lag:
+    if ref_change is not None:
+        out = change - ref_change
+    elif lag:
         valid = inits[:, None] + leads[None, :] - lag
         if valid.min() < 1:
             raise TimeAxisError("the trend term needs y(valid - 24 h - 1 step); use initial times a day into the data.")
@@ -153,9 +202,9 @@ def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.
 
 
 def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
-              leads: np.ndarray, lag: int, weights: np.ndarray) -> xr.DataArray:
+              leads: np.ndarray, lag: int, weights: np.ndarray, ref_change: xr.DataArray | None = None) -> xr.DataArray:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``weights[lead] * trend``."""
-    t = trend(ds, var, time_dim, inits, leads, lag).transpose(*mean.dims)
+    t = trend(ds, var, time_dim, inits, leads, lag, ref_change).transpose(*mean.dims)
     shape = [-1 if d == "lead_time" else 1 for d in mean.dims]
     # numpy weights, or a dask array while a calibration is still to run; a zero weight adds nothing, even
     # where the trend is missing

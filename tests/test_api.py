@@ -426,8 +426,8 @@ def test_forecast_contract_and_errors(small):
         full.np.forecast("t2m", hours=1, model="te-pt-tnp")  # hourly
     for freq, what in (("D", "1-day"), ("MS", "monthly")):
         coarse = full.assign_coords(time=pd.date_range("2001-01-01", periods=full.sizes["time"], freq=freq))
-        with pytest.warns(geonp.UnvalidatedStepWarning, match=f"forecasting {what} steps with the shipped weights.*"
-                                                              "persistence or climatology"):
+        with pytest.warns(geonp.UnvalidatedStepWarning, match=f"forecasting {what} steps with the shipped weights and "
+                                                              "no annual cycle.*persistence or climatology"):
             coarse.np.forecast("t2m", steps=1, model="te-pt-tnp", reference="none", calibrate=False)
 
 

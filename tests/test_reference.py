@@ -114,9 +114,10 @@ def test_mean_weights_are_the_least_squares_blend():
     y = p + w_true * d + 0.01 * rng.standard_normal(n)
     p_missing = p.copy()
     p_missing[:10] = np.nan  # points without a persistence value are left out
-    w, v = mean_weights(y, p + d, p_missing, leads, max_lead=3)
+    w, v, c = mean_weights(y, p + d, p_missing, leads, max_lead=3)
     np.testing.assert_allclose(w[:2], [0.3, 0.8], atol=0.01)
     assert w[2] == 1.0 and v == (0.0, 0.0, 0.0)  # no points at lead 3; no trend given
+    assert c == (1.0, 1.0, 1.0)  # persistence's weight is 1 without damping
 
 
 def test_mean_weights_fit_the_trend_jointly():
@@ -127,7 +128,7 @@ def test_mean_weights_fit_the_trend_jointly():
     f = 0.5 * d + rng.standard_normal(n)  # correlated with the network's departure
     w_true, v_true = np.array([0.2, 0.6, 2.0])[leads - 1], np.array([0.9, 0.4, 0.3])[leads - 1]
     y = p + w_true * d + v_true * f + 0.01 * rng.standard_normal(n)
-    w, v = mean_weights(y, p + d, p, leads, max_lead=3, trend=f)
+    w, v, _ = mean_weights(y, p + d, p, leads, max_lead=3, trend=f)
     np.testing.assert_allclose(w[:2], [0.2, 0.6], atol=0.01)
     np.testing.assert_allclose(v[:2], [0.9, 0.4], atol=0.01)
     assert w[2] == 1.5  # clipped, and the trend weight refitted given the clipped w
@@ -159,8 +160,8 @@ def test_shrunk_mean_weights__shrink_a_blend_that_only_fits_its_own_tasks():
         p, d = rng.standard_normal((2, tasks * per))
         f = rng.standard_normal(tasks)[groups] + 0.1 * rng.standard_normal(tasks * per)
         y = p + d + rng.standard_normal(tasks)[groups] + 0.1 * rng.standard_normal(tasks * per)
-        (w_ls,), (v_ls,) = mean_weights(y, p + d, p, leads, max_lead=1, trend=f)
-        (w,), (v,) = shrunk_mean_weights(y, p + d, p, leads, max_lead=1, trend=f, groups=groups)
+        (w_ls,), (v_ls,), _ = mean_weights(y, p + d, p, leads, max_lead=1, trend=f)
+        (w,), (v,), _ = shrunk_mean_weights(y, p + d, p, leads, max_lead=1, trend=f, groups=groups)
         assert abs(v) <= abs(v_ls) + 1e-12 and abs(w - 1.0) <= abs(w_ls - 1.0) + 1e-12  # only ever towards (1, 0)
         spurious.append(abs(v_ls))
         kept.append(abs(v))

@@ -1,0 +1,156 @@
+"""The annual cycle of each point: the reference of forecasts on daily and longer steps.
+
+A monthly or daily record swings through the year by several times its month-to-month change
+(Colorado tmax: 2.4 °C about its cycle, 5.5 °C from one month to the next). A network that
+carries its context forward, or a blend with persistence, then runs past the seasonal turning
+points. With ``reference="seasonal"`` the network forecasts the departure from each point's
+annual cycle (its anomaly), and the forecast adds the cycle of the valid time back. The cycle is
+
+    c(t) = a0 + sum_k (a_k cos(2 pi k f(t)) + b_k sin(2 pi k f(t))),   k = 1 .. HARMONICS,
+
+with ``f(t)`` the fraction of the year (day of year and hour, in the axis' own calendar), fitted
+per point by least squares on the frames up to the first initial time, never later ones. Points
+with a short history lean on the cycle of the whole domain: the harmonics are shrunk towards the
+pooled fit by a ridge of half a year of frames, the mean by one frame (a point with no history
+gets the pooled cycle). Everything stays lazy on dask-backed data. No torch here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["HARMONICS", "MIN_YEARS", "basis", "cycle_at", "fit_cycle", "point_covariates", "span_years",
+           "year_fraction"]
+
+#: annual harmonics of the cycle (2: a peak and a trough that need not be half a year apart)
+HARMONICS = 2
+
+#: years of history ``reference="auto"`` needs before it forecasts departures from the cycle
+MIN_YEARS = 2.0
+
+_DIM = "harmonic"
+
+
+def year_fraction(times) -> np.ndarray:
+    """Fraction of the year, in ``[0, 1)``, of each of ``times`` (numpy datetimes or cftime dates)."""
+    t = xr.DataArray(np.asarray(times).ravel(), dims="t").dt
+    day = t.dayofyear.values - 1 + (t.hour.values + t.minute.values / 60.0) / 24.0
+    return (day / t.days_in_year.values).reshape(np.shape(times))
+
+
+def span_years(times) -> float:
+    """Years from the first to the last of ``times`` (by the fraction of the year, so calendars agree)."""
+    times = np.asarray(times)
+    if len(times) < 2:
+        return 0.0
+    t = xr.DataArray(times[[0, -1]], dims="t").dt
+    return float(t.year.values[1] - t.year.values[0] + year_fraction(times[-1:])[0] - year_fraction(times[:1])[0])
+
+
+def basis(times, harmonics: int = HARMONICS) -> np.ndarray:
+    """``[..., 2 harmonics + 1]`` basis of the cycle at ``times``: 1, then cos and sin of each harmonic."""
+    phase = 2.0 * np.pi * year_fraction(times)[..., None] * np.arange(1, harmonics + 1)
+    return np.concatenate([np.ones(phase.shape[:-1] + (1,)), np.cos(phase), np.sin(phase)], axis=-1)
+
+
+def fit_cycle(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
+              covariates: xr.DataArray | None = None) -> xr.DataArray:
+    """Coefficients of each point's annual cycle in ``da`` (dims: ``da``'s without time, plus ``harmonic``).
+
+    Missing values are skipped; lazy when ``da`` is dask-backed (its chunks along time are summed).
+    Each point is shrunk towards a pooled fit: one cycle for the domain whose mean varies
+    linearly with ``covariates`` (dims: ``da``'s space dims plus ``covariate``, e.g. x, y and
+    elevation; none: one mean), so a point with no history gets the mean its neighbours and its
+    elevation suggest.
+    """
+    X = xr.DataArray(basis(da[time_dim].values, harmonics), dims=(time_dim, _DIM))
+    XX = X * X.rename({_DIM: "other"})
+    observed = da.notnull().astype(np.float64)
+    gram = xr.dot(observed, XX, dim=time_dim)  # [..., harmonic, other]
+    moment = xr.dot(da.fillna(0.0).astype(np.float64), X, dim=time_dim)  # [..., harmonic]
+    points = [d for d in moment.dims if d != _DIM]
+    prior = _pooled(gram, moment, _design(gram.isel({_DIM: 0, "other": 0}), covariates), points)
+    frames_per_year = len(da[time_dim]) / max(span_years(da[time_dim].values), 1.0)
+    ridge = np.full(2 * harmonics + 1, frames_per_year / 2.0)
+    ridge[0] = 1.0
+    return xr.apply_ufunc(_solve, gram, moment, prior, kwargs={"ridge": ridge},
+                          input_core_dims=[[_DIM, "other"], [_DIM], [_DIM]],
+                          output_core_dims=[[_DIM]], dask="parallelized", output_dtypes=[np.float64])
+
+
+def _design(count: xr.DataArray, covariates: xr.DataArray | None) -> xr.DataArray:
+    """``[..., covariate]``: 1 and each covariate standardised over the points (0 where missing)."""
+    ones = xr.ones_like(count, dtype=np.float64).expand_dims(covariate=1, axis=-1)
+    if covariates is None:
+        return ones
+    c = covariates.astype(np.float64)
+    space = [d for d in c.dims if d != "covariate"]
+    c = (c - c.mean(space)) / c.std(space).where(lambda s: s > 0, 1.0)
+    return xr.concat([ones, c.fillna(0.0).transpose(*ones.dims)], dim="covariate")
+
+
+def _pooled(gram: xr.DataArray, moment: xr.DataArray, Z: xr.DataArray, points: list[str]) -> xr.DataArray:
+    """The pooled fit at each point: one set of harmonics for all points, a mean linear in ``Z``.
+
+    The harmonics are fitted with a mean of each point's own (the within estimator: points
+    observed in different seasons do not bias them), then the points' means, given those
+    harmonics, are regressed on ``Z``. Lazy; only the sums over points are solved in numpy.
+    """
+    h = {_DIM: slice(1, None)}
+    g00 = gram.isel({_DIM: 0, "other": 0})
+    inv = xr.where(g00 > 0, 1.0 / g00.where(g00 > 0, 1.0), 0.0)
+    g0h = gram.isel({_DIM: 0}).isel(other=slice(1, None)).drop_vars(_DIM, errors="ignore")  # [..., other]
+    gh0 = gram.isel({"other": 0}).isel(h).drop_vars("other", errors="ignore")  # [..., harmonic]
+    within = (gram.isel(h).isel(other=slice(1, None)) - gh0 * g0h * inv).sum(points)
+    target = (moment.isel(h) - gh0 * moment.isel({_DIM: 0}) * inv).sum(points)
+    small = {"dask": "parallelized", "output_dtypes": [np.float64], "dask_gufunc_kwargs": {"allow_rechunk": True}}
+    beta = xr.apply_ufunc(_lstsq, within, target, input_core_dims=[[_DIM, "other"], [_DIM]],
+                          output_core_dims=[[_DIM]], **small)
+    zz = xr.dot(g00 * Z, Z.rename(covariate="c2"), dim=points)
+    zy = xr.dot(Z, moment.isel({_DIM: 0}) - xr.dot(g0h, beta.rename({_DIM: "other"}), dim="other"), dim=points)
+    gamma = xr.apply_ufunc(_lstsq, zz, zy, input_core_dims=[["covariate", "c2"], ["covariate"]],
+                           output_core_dims=[["covariate"]], **small)
+    mean = xr.dot(Z, gamma, dim="covariate")
+    out = xr.concat([mean.expand_dims({_DIM: 1}), xr.broadcast(beta, mean)[0]], dim=_DIM).transpose(*moment.dims)
+    return out.chunk({_DIM: -1}) if out.chunks is not None else out
+
+
+def _lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares of one small system (``a`` may arrive with singleton leading axes)."""
+    k = a.shape[-1]
+    x = np.linalg.lstsq(a.reshape(-1, k, k)[0] + 1e-9 * np.eye(k), b.reshape(-1, k)[0], rcond=None)[0]
+    return x.reshape(b.shape[:-1] + (k,)) if b.ndim > 1 else x
+
+
+def _solve(gram: np.ndarray, moment: np.ndarray, prior: np.ndarray, ridge: np.ndarray) -> np.ndarray:
+    """Per-point ridge fits shrunk towards ``prior`` (numpy, batched over leading axes)."""
+    residual = moment - np.einsum("...ij,...j->...i", gram, prior)
+    return prior + np.linalg.solve(gram + np.diag(ridge), residual[..., None])[..., 0]
+
+
+def cycle_at(coefficients: xr.DataArray, times, dims: tuple[str, ...]) -> xr.DataArray:
+    """The cycle of ``coefficients`` at ``times`` (an array whose axes are named ``dims``), lazy if they are."""
+    X = xr.DataArray(basis(np.asarray(times), (coefficients.sizes[_DIM] - 1) // 2), dims=(*dims, _DIM))
+    return xr.dot(coefficients, X, dim=_DIM)
+
+
+def point_covariates(ds: xr.Dataset, space_dims: tuple[str, ...],
+                     names: tuple[str | None, ...]) -> xr.DataArray | None:
+    """``[<space_dims>, covariate]``: the coordinates or variables ``names`` (x, y, elevation...) at each point.
+
+    ``None`` names are skipped (none left: ``None``); a name with other dims than ``space_dims`` (a surface geopotential
+    with a time axis, say) is taken at the first index of those. The prior of :func:`fit_cycle`.
+    """
+    columns = []
+    for name in names:
+        if name is None or name not in ds.variables:
+            continue
+        c = ds[name]
+        c = c.isel({d: 0 for d in c.dims if d not in space_dims}).astype(np.float64)
+        columns.append(c.drop_vars(list(c.coords)))
+    template = xr.DataArray(np.zeros([ds.sizes[d] for d in space_dims]), dims=space_dims)
+    if not columns:
+        return None
+    out = xr.concat([c + template for c in columns], dim="covariate")
+    return out.transpose(*space_dims, "covariate")

@@ -1,0 +1,163 @@
+"""Forecasts on daily and monthly steps: the annual cycle as the reference, and the damped blend."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import geonp
+from geonp import reference, seasonal
+from geonp.calibration import forecast_fields, lag_regression, mean_weights, shrunk_mean_weights
+from geonp.errors import TimeAxisError
+
+
+def _cycle(frac, a0, amp, shift=0.3):
+    return a0 + amp * np.cos(2 * np.pi * (frac - shift)) + 0.2 * amp * np.sin(4 * np.pi * frac)
+
+
+def monthly_stations(n=16, years=8, seed=0, phi=0.5):
+    """Monthly station record: a cycle whose mean falls with elevation, plus AR(1) anomalies shared in space."""
+    rng = np.random.default_rng(seed)
+    time = pd.date_range("1980-01-01", periods=12 * years, freq="MS")
+    frac = seasonal.year_fraction(time.values)
+    elev = rng.uniform(1000, 3000, n)
+    lon, lat = rng.uniform(-108, -104, n), rng.uniform(37, 41, n)
+    base = 30.0 - 0.006 * elev
+    anom = np.zeros(len(time))
+    for t in range(1, len(time)):
+        anom[t] = phi * anom[t - 1] + rng.normal(0, 1.5)
+    values = _cycle(frac[:, None], base[None, :], 10.0) + anom[:, None] + 0.3 * rng.standard_normal((len(time), n))
+    ds = xr.Dataset({"tmax": (("time", "station"), values.astype(np.float32), {"units": "degC"})},
+                    coords={"time": time, "station": [f"s{i}" for i in range(n)], "lon": ("station", lon),
+                            "lat": ("station", lat), "elevation": ("station", elev)})
+    return ds, base
+
+
+def test_year_fraction_and_basis_in_any_calendar():
+    times = np.array(["2001-01-01T00", "2001-07-02T12", "2004-12-31T00"], dtype="datetime64[ns]")
+    np.testing.assert_allclose(seasonal.year_fraction(times), [0.0, 182.5 / 365, 365 / 366])
+    noleap = xr.date_range("2001-01-01", periods=3, freq="MS", calendar="noleap", use_cftime=True).values
+    np.testing.assert_allclose(seasonal.year_fraction(noleap), [0.0, 31 / 365, 59 / 365])
+    b = seasonal.basis(times[:1], harmonics=2)
+    np.testing.assert_allclose(b, [[1.0, 1.0, 1.0, 0.0, 0.0]], atol=1e-12)
+    assert seasonal.span_years(pd.date_range("2000-01-01", periods=25, freq="MS").values) == pytest.approx(2.0)
+    assert seasonal.span_years(times[:1]) == 0.0
+
+
+def test_fit_cycle_recovers_each_points_cycle_and_is_lazy_on_dask():
+    ds, base = monthly_stations(seed=1, phi=0.0)
+    clean = xr.DataArray(_cycle(seasonal.year_fraction(ds.time.values)[:, None], base[None, :], 10.0),
+                         dims=("time", "station"), coords={"time": ds.time})
+    gappy = clean.where(np.random.default_rng(2).random(clean.shape) > 0.4)
+    coef = seasonal.fit_cycle(gappy, "time")
+    assert coef.dims == ("station", "harmonic") and coef.sizes["harmonic"] == 2 * seasonal.HARMONICS + 1
+    fitted = seasonal.cycle_at(coef, ds.time.values, ("time",)).transpose("time", "station")
+    # the mean's ridge of one frame moves each of ~58 observed months' mean by 1/59 of its distance to the pooled mean
+    np.testing.assert_allclose(fitted.values, clean.values, atol=0.25)
+    assert np.sqrt(np.mean((fitted.values - clean.values) ** 2)) < 0.1
+    lazy = seasonal.fit_cycle(gappy.chunk(time=20, station=5), "time")
+    assert lazy.chunks is not None  # nothing computed yet
+    np.testing.assert_allclose(lazy.values, coef.values, atol=1e-9)  # chunked == unchunked
+
+
+def test_a_point_without_history_gets_the_cycle_its_covariates_suggest():
+    ds, base = monthly_stations(seed=3, phi=0.0)
+    y = ds.tmax.copy()
+    y[:, 0] = np.nan  # a station that starts after the history
+    points = seasonal.point_covariates(ds, ("station",), ("lon", "lat", "elevation", None))
+    assert points.dims == ("station", "covariate") and points.sizes["covariate"] == 3
+    with_prior = seasonal.fit_cycle(y, "time", covariates=points)
+    without = seasonal.fit_cycle(y, "time")
+    # its mean follows the lapse rate of the others (0.006 per m) instead of the domain's mean
+    assert abs(float(with_prior[0, 0]) - base[0]) < 0.3
+    assert abs(float(without[0, 0]) - base[0]) > 1.0 or abs(base[0] - base[1:].mean()) < 1.0
+    # the other stations barely move (their ridge pulls towards another prior)
+    np.testing.assert_allclose(with_prior[1:, 0], without[1:, 0], atol=0.1)
+
+
+def test_auto_reference_is_seasonal_on_daily_and_longer_steps_with_two_years():
+    assert reference.resolve("auto", 24.0, first_init=800, history_years=2.2) == ("seasonal", 0)
+    assert reference.resolve("auto", 730.5, first_init=40, history_years=3.0) == ("seasonal", 0)
+    assert reference.resolve("auto", 24.0, first_init=300, history_years=0.9) == ("none", 0)
+    assert reference.resolve("auto", 1.0, first_init=30, context_frames=4, history_years=5.0) == ("diurnal", 24)
+    assert reference.resolve("seasonal", 1.0, history_years=1.5) == ("seasonal", 0)
+    with pytest.raises(TimeAxisError, match="reference='seasonal' needs a year of history.*0.50 years.*"
+                                            "reference='none'"):
+        reference.resolve("seasonal", 730.5, history_years=0.5)
+
+
+def test_lag_regression_is_the_histories_damped_persistence():
+    rng = np.random.default_rng(5)
+    T, phi = 20000, 0.6
+    a = np.zeros(T)
+    for t in range(1, T):
+        a[t] = phi * a[t - 1] + rng.standard_normal()
+    values = np.stack([a, np.full(T, np.nan)], 1)[None]  # an unobserved point is skipped
+    c = lag_regression(values, np.arange(T, dtype=float), 3)
+    np.testing.assert_allclose(c, [phi, phi**2, phi**3], atol=0.03)
+    # pairs across a gap in the kept frames are not pairs
+    t = np.concatenate([np.arange(10), np.arange(100, 110)]).astype(float)
+    v = np.concatenate([np.ones(10), -np.ones(10)])[None, :, None]
+    assert lag_regression(v, t, 1) == (1.0,)
+    assert lag_regression(np.full((1, 5, 1), np.nan), np.arange(5.0), 2) == (0.0, 0.0)
+
+
+def test_damped_blend_keeps_its_damping_and_fits_the_network_given_it():
+    rng = np.random.default_rng(6)
+    tasks, per = 40, 50
+    groups = np.repeat(np.arange(tasks), per)
+    leads = np.tile(np.repeat([1, 2], per // 2), tasks)
+    p, noise, signal = rng.standard_normal((3, tasks * per))
+    damping = (0.5, 0.25)
+    y = np.where(leads == 1, 0.5, 0.25) * p + 0.4 * signal + 0.1 * noise
+    net = p + signal  # the network's departure from persistence carries the signal
+    blend = mean_weights(y, net, p, leads, 2, damping=damping)
+    assert blend.c == damping
+    np.testing.assert_allclose(blend.w, [0.4, 0.4], atol=0.02)
+    useless = mean_weights(y, p + rng.standard_normal(len(p)), p, leads, 2, damping=damping)
+    np.testing.assert_allclose(useless.w, [0.0, 0.0], atol=0.03)  # a network that adds nothing is left out
+    shrunk = shrunk_mean_weights(y, p + rng.standard_normal(len(p)), p, leads, 2, groups=groups, damping=damping)
+    assert all(0.0 <= w <= 0.05 for w in shrunk.w) and shrunk.c == damping  # shrinks towards damped persistence
+    # where persistence is missing the network's mean stands in for it, damped like persistence
+    p_missing = p.copy()
+    p_missing[:5] = np.nan
+    fields = forecast_fields(y, net, np.ones_like(y), leads, p_missing, np.zeros_like(y), groups, 2,
+                             damping=damping)
+    assert fields["lead_damping"] == damping and len(fields["lead_mean_weight"]) == 2
+    plain = forecast_fields(y, net, np.ones_like(y), leads, p, np.zeros_like(y), groups, 2)
+    assert plain["lead_damping"] == ()
+
+
+def test_forecast_of_monthly_stations_departs_from_the_cycle_and_beats_persistence():
+    ds, _ = monthly_stations(n=12, years=7, seed=7, phi=0.3)
+    inits = ds.time.values[-13:-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.UnvalidatedStepWarning)  # validated now: no warning
+        out = ds.np.forecast("tmax", steps=1, init_time=inits)
+    assert out.attrs["geonp_reference"] == "seasonal"
+    truth = ds.tmax.sel(time=out.valid_time.isel(lead_time=0).values).values
+    err = out.tmax_mean.isel(lead_time=0).values - truth
+    persist = ds.tmax.sel(time=inits).values - truth
+    assert np.sqrt(np.mean(err**2)) < 0.5 * np.sqrt(np.mean(persist**2))
+    assert np.isfinite(out.tmax_std.values).all()
+    # beyond the data: the cycle of the valid time is added back (no observation needed there)
+    ahead = ds.np.forecast("tmax", steps=3, calibrate=False)
+    assert np.isfinite(ahead.tmax_mean.values).all()
+    assert pd.Timestamp(ahead.valid_time.values[0, -1]) == pd.Timestamp(ds.time.values[-1]) + pd.DateOffset(months=3)
+    # too short a history for the cycle: the variable itself, with the warning
+    with pytest.warns(geonp.UnvalidatedStepWarning, match="monthly steps"):
+        short = ds.isel(time=slice(0, 18)).np.forecast("tmax", steps=1, calibrate=False)
+    assert short.attrs["geonp_reference"] == "none"
+
+
+def test_fit_a_forecast_model_on_monthly_data_keeps_the_seasonal_reference(tmp_path):
+    ds, _ = monthly_stations(n=10, years=6, seed=8)
+    model = ds.np.fit("tmax", task="forecast", steps=0, progress=False, calibration_tasks=8)
+    assert model.settings["reference"] == "seasonal"
+    assert len(model.normaliser.lead_damping) > 0
+    loaded = geonp.load_model(model.save(tmp_path / "monthly.geonp"))
+    assert loaded.normaliser.lead_damping == model.normaliser.lead_damping
+    out = ds.np.forecast("tmax", steps=2, model=loaded)
+    assert out.attrs["geonp_reference"] == "seasonal" and np.isfinite(out.tmax_mean.values).all()
