@@ -161,3 +161,13 @@ def test_fit_a_forecast_model_on_monthly_data_keeps_the_seasonal_reference(tmp_p
     assert loaded.normaliser.lead_damping == model.normaliser.lead_damping
     out = ds.np.forecast("tmax", steps=2, model=loaded)
     assert out.attrs["geonp_reference"] == "seasonal" and np.isfinite(out.tmax_mean.values).all()
+
+
+def test_seasonal_forecast_chunked_equals_unchunked_and_stays_lazy():
+    ds, _ = monthly_stations(n=12, years=5, seed=9)
+    inits = ds.time.values[-4:-1]
+    plain = ds.np.forecast("tmax", steps=2, init_time=inits, calibrate=False)
+    lazy = ds.chunk({"time": 12, "station": 5}).np.forecast("tmax", steps=2, init_time=inits, calibrate=False)
+    assert lazy.tmax_mean.chunks is not None and lazy.attrs["geonp_reference"] == "seasonal"
+    np.testing.assert_allclose(lazy.tmax_mean.values, plain.tmax_mean.values, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(lazy.tmax_std.values, plain.tmax_std.values, rtol=1e-5, atol=1e-5)
