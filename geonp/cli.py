@@ -9,7 +9,8 @@
 
 Progress goes to stderr (``--quiet`` turns it off), a one-line summary to stdout. Warnings print one
 line ``geonp: warning: ...`` on stderr. Every error a user can cause prints one line
-``geonp: error: ...`` on stderr and exits 2; nothing is computed when the
+``geonp: error: ...`` on stderr and exits 2 (its hints in the CLI's syntax: ``--reference none``, not
+``reference='none'``); nothing is computed when the
 output exists (without ``--overwrite``, which replaces only a Zarr store or a model file), and nothing
 half-written is left behind. Ctrl-C exits 130, SIGTERM 143, with one ``geonp: interrupted`` line.
 """
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .cli_args import parse_args, parse_chunks
+from .cli_hints import cli_hints
 from .errors import ConfigError, GeonpError
 
 __all__ = ["main", "parse_chunks"]
@@ -249,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _one_line_warnings(), _sigterm_interrupts():
             _COMMANDS[args.command](args, history)
     except GeonpError as exc:
-        print(f"geonp: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"geonp: error: {cli_hints(' '.join(str(exc).split()), args.command)}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system said no (permissions, a full disk): not a bug of ours
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""

@@ -185,7 +185,7 @@ def test_cli_infill__tile_and_halo_reach_the_prediction(nc, tmp_path, capsys):
     xa, xb = xr.open_zarr(a), xr.open_zarr(b)
     np.testing.assert_allclose(xa.t2m_mean.values, xb.t2m_mean.values, rtol=1e-5, atol=2e-4)
     assert main(["infill", str(nc), "--out", str(tmp_path / "c.zarr"), "--tile", "-2"]) == 2
-    assert "geonp: error: tile=-2.0; expected a finite number > 0" in capsys.readouterr().err
+    assert "geonp: error: --tile -2.0; expected a finite number > 0" in capsys.readouterr().err
     assert not (tmp_path / "c.zarr").exists()
 
 
@@ -367,8 +367,8 @@ def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_pa
     monkeypatch.setattr(geonp.api, "forecast", lambda *a, **k: pytest.fail("computed although --out exists"))
     assert main(["infill", str(nc), "--out", str(out)]) == 2
     line = _one_error_line(capsys)
-    assert line == (f"geonp: error: {str(out)!r} exists; expected a new output path; pass overwrite=True "
-                    "(CLI: --overwrite) or choose another path")
+    assert line == (f"geonp: error: {str(out)!r} exists; expected a new output path; pass --overwrite or choose "
+                    "another path")
     assert main(["forecast", str(nc), "--hours", "1", "--out", str(out)]) == 2
     _one_error_line(capsys)
     assert _tree(out) == before
@@ -398,7 +398,7 @@ def test_cli__hours_not_a_multiple_of_the_step(nc, tmp_path, capsys):
     """--hours must be a whole number of time steps."""
     assert main(["forecast", str(nc), "--hours", "1.5", "--out", str(tmp_path / "o.zarr")]) == 2
     line = _one_error_line(capsys)
-    assert "hours=1.5" in line and "1 h" in line
+    assert "--hours 1.5" in line and "1 h" in line and "use e.g. --hours 2, or --steps 2" in line
     assert not (tmp_path / "o.zarr").exists()
     assert main(["forecast", str(nc), "--hours", "nan", "--out", str(tmp_path / "o.zarr")]) == 2
     assert "expected a finite positive multiple" in _one_error_line(capsys)
@@ -556,7 +556,7 @@ def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.png"]
     (tmp_path / "demo.png").unlink()
     assert main(["demo", "--png", "map.jpg"]) == 2  # it wrote PNG bytes into the .jpg
-    assert "png='map.jpg' ends in '.jpg'; the demo writes a PNG image" in _one_error_line(capsys)
+    assert "--png map.jpg ends in '.jpg'; the demo writes a PNG image" in _one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -628,13 +628,13 @@ def test_cli_infill__projected_targets_get_their_crs_from_targets_crs(nc, tmp_pa
 
 
 def test_cli_infill__netcdf_targets_without_a_crs_name_the_targets_and_targets_crs(nc, tmp_path, capsys):
-    """x/y targets in NetCDF without spatial_ref: the error names targets= (not an internal name) and --targets-crs."""
+    """x/y targets in NetCDF without spatial_ref: the error names --targets (not an internal name) and --targets-crs."""
     _, _, x, y = _target_points()
     grid = tmp_path / "xy.nc"
     xr.Dataset(coords={"x": np.sort(x), "y": np.sort(y)}).to_netcdf(grid)
     assert main(["infill", str(nc), "--targets", str(grid), "--out", str(tmp_path / "no.zarr"), "--quiet"]) == 2
     line = _one_error_line(capsys)
-    assert "targets= has projected coordinates" in line and "--targets-crs" in line and "__target__" not in line
+    assert "--targets has projected coordinates" in line and "--targets-crs" in line and "__target__" not in line
     out = tmp_path / "xy.zarr"
     assert main(["infill", str(nc), "--targets", str(grid), "--targets-crs", _UTM32, "--out", str(out),
                  "--quiet", "--no-calibrate"]) == 0
@@ -796,3 +796,78 @@ def test_cli_infill__all_nan_output_is_said_in_the_summary(nc, tmp_path, capsys,
     assert capsys.readouterr().out.rstrip().endswith("; all 160 values of t2m_mean are NaN: no prediction was "
                                                      "possible (are the targets far from the data, or the data all "
                                                      "missing?)")
+
+
+# ------------------------------------------------------------------------------------------ hints in CLI syntax
+
+
+def test_cli__error_hints_are_in_cli_syntax(nc, tmp_path, capsys):
+    """A geonp error's Python keyword hints print as the subcommand's options (a new-user report).
+
+    ``reference='none'`` (the library's message) cannot be typed on the command line; ``--reference none`` can.
+    """
+    out = tmp_path / "o.zarr"
+    argv = ["forecast", str(nc), "--hours", "1", "--reference", "seasonal", "--quiet", "--out", str(out)]
+    assert main(argv) == 2
+    line = _one_error_line(capsys)
+    assert "--reference seasonal needs a year of history" in line
+    assert "Pass --reference none, or give more history." in line
+    assert "reference=" not in line
+    argv[argv.index("seasonal")] = "diurnal"
+    assert main(argv) == 2
+    line = _one_error_line(capsys)
+    assert "--reference diurnal cannot be used" in line and "Pass --reference none" in line
+    assert "reference=" not in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command, message, expected", [
+    ("forecast", "Pass reference='none', or give more history.", "Pass --reference none, or give more history."),
+    ("forecast", "use e.g. hours=6, or steps=6.", "use e.g. --hours 6, or --steps 6."),
+    ("forecast", "pass init_time=... later", "pass --init-time ... later"),
+    ("forecast", "context_frames=2 is too many", "--context-frames 2 is too many"),
+    ("infill", "Pass calibrate=False.", "Pass --no-calibrate."),
+    ("infill", "calibrate=True found nothing", "--calibrate found nothing"),
+    ("infill", "pass var='t2m' or var='2m temp'", "pass --var t2m or --var '2m temp'"),
+    ("infill", "pass overwrite=True (CLI: --overwrite) or choose another path",
+     "pass --overwrite or choose another path"),
+    ("infill", "or pass targets= (CLI --targets PATH) to predict", "or pass --targets PATH to predict"),
+    ("infill", "Pass crs= (e.g. crs='EPSG:27700', CLI --crs) or", "Pass --crs (e.g. --crs EPSG:27700) or"),
+    ("infill", "use a shipped model (model='bsa-tnp').", "use a shipped model (--model bsa-tnp)."),
+    ("fit", "pass covariates=['elevation', ...], or none (covariates=[]).",
+     "pass --covariates elevation ..., or none (--covariates)."),
+    ("fit", "Leave it out, or pass context_frames=.", "Leave it out, or pass --context-frames."),
+    ("fit", "use `max_time='10min'`", "use `--max-time 10min`"),
+])
+def test_cli_hints__rewrites_options_of_the_command(command, message, expected):
+    """Bare ``name=value`` hints naming an option of the subcommand become that option as typed."""
+    from geonp.cli_hints import cli_hints
+
+    assert cli_hints(message, command) == expected
+
+
+@pytest.mark.parametrize("command, message", [
+    ("forecast", "resample first: ds.resample(time='1h').mean(), or ds.np.fit(task='forecast')"),
+    ("infill", "read it with xr.decode_cf(ds) or open_dataset(path, sep=';') or geonp.to_zarr(ds, p, overwrite=True)"),
+    ("infill", "pass hours=6 or init_time=..."),  # options of forecast, not of infill
+    ("fit", "pass calibrate=False"),  # fit has no --calibrate
+    ("forecast", "calibrate='auto' is the default; reference='bogus'; steps==3; hours=f(3); ds.hours=2"),
+    ("infill", "time=24,latitude=64 and elevation_bias=True"),
+])
+def test_cli_hints__leaves_calls_and_other_names_alone(command, message):
+    """Keywords inside a call's parentheses, names the subcommand has no option for and values it cannot take."""
+    from geonp.cli_hints import cli_hints
+
+    assert cli_hints(message, command) == message
+
+
+def test_cli_hints__options_come_from_the_parser():
+    """The rewrite knows each subcommand's options from its argparse parser (dest -> option strings)."""
+    from geonp.cli_hints import command_options
+
+    forecast = command_options("forecast")
+    assert forecast["init_time"].option_strings == ["--init-time"]
+    assert "--no-calibrate" in forecast["calibrate"].option_strings
+    assert "input" not in forecast and "help" not in forecast
+    assert "calibrate" not in command_options("fit") and "hours" not in command_options("infill")
+    assert command_options("frobnicate") == {}
