@@ -228,6 +228,7 @@ def forecast(
     calibration = calibrate_input.forecast_calibration(
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
         kind=kind, raw=ds.isel(past) if kind != "none" else None, halo=halo, tile=tile)
+    calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
     problem, _ = _plan(work, layout, m, "forecast")

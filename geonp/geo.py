@@ -136,7 +136,7 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
                 example = numeric[0] if numeric else "t2m"
                 raise VariableNotFoundError(
                     f"the dataset has {len(numeric)} numeric data variables {numeric}; expected one, "
-                    f"or name it: e.g. ds.np.infill({example!r}) or --var {example}."
+                    f"or name it: e.g. var={example!r} (ds.np.infill({example!r}), ds.np.forecast({example!r}, ...))."
                 )
             var = numeric[0]
         elif var not in ds.data_vars:

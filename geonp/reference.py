@@ -112,8 +112,9 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
         return "diurnal", int(lag)
     if ref == "auto":
         return "none", 0
-    raise TimeAxisError("reference='diurnal' cannot be used: " + "; ".join(problems)
-                        + ". Pass reference='none', or give more history / shorter hours.")
+    fix = ("reference='seasonal' (departures from each point's annual cycle, with a year of history or more) or "
+           "reference='none'" if lag is None else "reference='none', or give more history / shorter hours")
+    raise TimeAxisError("reference='diurnal' cannot be used: " + "; ".join(problems) + f". Pass {fix}.")
 
 
 def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:

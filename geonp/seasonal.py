@@ -87,7 +87,8 @@ def _design(count: xr.DataArray, covariates: xr.DataArray | None) -> xr.DataArra
     c = covariates.astype(np.float64)
     space = [d for d in c.dims if d != "covariate"]
     c = (c - c.mean(space)) / c.std(space).where(lambda s: s > 0, 1.0)
-    return xr.concat([ones, c.fillna(0.0).transpose(*ones.dims)], dim="covariate")
+    c = xr.broadcast(c.fillna(0.0), count)[0]  # the same at every index of extra dims (members, levels)
+    return xr.concat([ones, c.transpose(*ones.dims)], dim="covariate")
 
 
 def _pooled(gram: xr.DataArray, moment: xr.DataArray, Z: xr.DataArray, points: list[str]) -> xr.DataArray:

@@ -142,8 +142,10 @@ def test_forecast_of_monthly_stations_departs_from_the_cycle_and_beats_persisten
     persist = ds.tmax.sel(time=inits).values - truth
     assert np.sqrt(np.mean(err**2)) < 0.5 * np.sqrt(np.mean(persist**2))
     assert np.isfinite(out.tmax_std.values).all()
-    # beyond the data: the cycle of the valid time is added back (no observation needed there)
-    ahead = ds.np.forecast("tmax", steps=3, calibrate=False)
+    # beyond the data: the cycle of the valid time is added back (no observation needed there); the
+    # network alone on departures is worse than the cycle: warned
+    with pytest.warns(geonp.UnvalidatedStepWarning, match="uncalibrated.*worse than the cycle itself"):
+        ahead = ds.np.forecast("tmax", steps=3, calibrate=False)
     assert np.isfinite(ahead.tmax_mean.values).all()
     assert pd.Timestamp(ahead.valid_time.values[0, -1]) == pd.Timestamp(ds.time.values[-1]) + pd.DateOffset(months=3)
     # too short a history for the cycle: the variable itself, with the warning
@@ -166,8 +168,29 @@ def test_fit_a_forecast_model_on_monthly_data_keeps_the_seasonal_reference(tmp_p
 def test_seasonal_forecast_chunked_equals_unchunked_and_stays_lazy():
     ds, _ = monthly_stations(n=12, years=5, seed=9)
     inits = ds.time.values[-4:-1]
-    plain = ds.np.forecast("tmax", steps=2, init_time=inits, calibrate=False)
-    lazy = ds.chunk({"time": 12, "station": 5}).np.forecast("tmax", steps=2, init_time=inits, calibrate=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", geonp.UnvalidatedStepWarning)  # the network alone: warned, tested above
+        plain = ds.np.forecast("tmax", steps=2, init_time=inits, calibrate=False)
+        lazy = ds.chunk({"time": 12, "station": 5}).np.forecast("tmax", steps=2, init_time=inits, calibrate=False)
     assert lazy.tmax_mean.chunks is not None and lazy.attrs["geonp_reference"] == "seasonal"
     np.testing.assert_allclose(lazy.tmax_mean.values, plain.tmax_mean.values, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(lazy.tmax_std.values, plain.tmax_std.values, rtol=1e-5, atol=1e-5)
+
+
+def test_seasonal_forecast_with_an_ensemble_dim_and_a_short_history_calibrates():
+    ds, _ = monthly_stations(n=10, years=3, seed=10)
+    members = xr.concat([ds, ds + 0.5], dim="member")  # extra dims are separate problems
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.UnvalidatedStepWarning)
+        # 26 months of history: fewer than the 24 initial times hourly forecasts need, calibrated all the same
+        out = members.np.forecast("tmax", steps=2, init_time=ds.time.values[25])
+    assert out.attrs["geonp_reference"] == "seasonal" and out.attrs["geonp_calibrated"] != "no"
+    assert out.tmax_mean.dims[0] == "member" and np.isfinite(out.tmax_mean.values).all()
+    # the members differ by a constant: so do their forecasts (each member its own cycle)
+    diff = (out.tmax_mean.sel(member=1) - out.tmax_mean.sel(member=0)).values
+    np.testing.assert_allclose(diff, 0.5, atol=0.05)
+
+
+def test_diurnal_reference_on_monthly_data_points_to_the_seasonal_one():
+    with pytest.raises(TimeAxisError, match="not a sub-daily step.*Pass reference='seasonal'.*or reference='none'"):
+        reference.resolve("diurnal", 730.5, history_years=5.0)
