@@ -262,7 +262,7 @@ def forecast(
     elif kind == "seasonal":
         out[name] = references.add_cycle(out[name], cycle, valid)
         before = np.concatenate([times[inits][:, None], valid[:, :-1]], axis=1)
-        ref_change = references.cycle_change(cycle, valid, before)
+        ref_change = references.cycle_change(cycle, valid, before, like=out[name])
     trend_w = m.normaliser.trend_weight(leads)
     if calibration is not None:  # known once the calibration task has run
         trend_w = dask.array.from_delayed(dask.delayed(calibrate_input.trend_weights, pure=True)(calibration, leads),
@@ -292,7 +292,7 @@ def _departures(ds: xr.Dataset, layout: geo.Layout, kind: str, lag: int, past: d
     if kind != "seasonal":
         return ds, None
     points = seasonal.point_covariates(ds, layout.space_dims, (layout.x, layout.y, layout.elevation))
-    cycle = seasonal.fit_cycle(ds[layout.var].isel(past), layout.time, covariates=points)
+    cycle = seasonal.cached_cycle(ds[layout.var].isel(past), layout.time, covariates=points)
     return references.cycle_departure(ds, layout.var, layout.time, cycle), cycle
 
 

@@ -131,7 +131,7 @@ def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:
 def cycle_departure(ds: xr.Dataset, var: str, time_dim: str, cycle: xr.DataArray) -> xr.Dataset:
     """``ds`` with ``var`` replaced by its departure from the annual ``cycle`` (:func:`geonp.seasonal.fit_cycle`)."""
     y = ds[var]
-    c = seasonal.cycle_at(cycle, ds[time_dim].values, (time_dim,)).transpose(*y.dims)
+    c = seasonal.cycle_at(cycle, ds[time_dim].values, (time_dim,), like=y).transpose(*y.dims)
     d = (y - c.data).astype(y.dtype).assign_attrs(y.attrs)
     d.encoding = dict(y.encoding)
     return ds.assign({var: d})
@@ -139,17 +139,19 @@ def cycle_departure(ds: xr.Dataset, var: str, time_dim: str, cycle: xr.DataArray
 
 def add_cycle(mean: xr.DataArray, cycle: xr.DataArray, valid: np.ndarray) -> xr.DataArray:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus the annual ``cycle`` at the ``valid`` times."""
-    c = seasonal.cycle_at(cycle, valid, ("init_time", "lead_time")).transpose(*mean.dims)
+    c = seasonal.cycle_at(cycle, valid, ("init_time", "lead_time"), like=mean).transpose(*mean.dims)
     return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
 
 
-def cycle_change(cycle: xr.DataArray, valid: np.ndarray, before: np.ndarray) -> xr.DataArray:
+def cycle_change(cycle: xr.DataArray, valid: np.ndarray, before: np.ndarray,
+                 like: xr.DataArray | None = None) -> xr.DataArray:
     """The annual ``cycle``'s change from the ``before`` times to the ``valid`` times (``[init_time, lead_time]``).
 
-    The reference's part of the trend term (:func:`trend`) when forecasts are of departures from the cycle.
+    The reference's part of the trend term (:func:`trend`) when forecasts are of departures from the cycle;
+    chunked like ``like`` (the forecast) when that is lazy.
     """
     dims = ("init_time", "lead_time")
-    return seasonal.cycle_at(cycle, valid, dims) - seasonal.cycle_at(cycle, before, dims)
+    return seasonal.cycle_at(cycle, valid, dims, like) - seasonal.cycle_at(cycle, before, dims, like)
 
 
 def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,

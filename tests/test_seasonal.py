@@ -194,3 +194,31 @@ def test_seasonal_forecast_with_an_ensemble_dim_and_a_short_history_calibrates()
 def test_diurnal_reference_on_monthly_data_points_to_the_seasonal_one():
     with pytest.raises(TimeAxisError, match="not a sub-daily step.*Pass reference='seasonal'.*or reference='none'"):
         reference.resolve("diurnal", 730.5, history_years=5.0)
+
+
+def test_the_cycle_of_a_lazy_history_is_read_once_for_every_region_written(tmp_path):
+    import dask.array
+
+    reads = []
+
+    def counted(block):
+        reads.append(block.shape)
+        return block
+
+    ds, _ = monthly_stations(n=12, years=6, seed=11)
+    lazy = ds.chunk({"time": 12, "station": 4})
+    lazy["tmax"] = lazy.tmax.copy(data=lazy.tmax.data.map_blocks(counted, dtype=np.float32))
+    n_chunks = lazy.tmax.data.npartitions
+    coef = seasonal.cached_cycle(lazy.tmax, "time")
+    assert isinstance(coef.data, dask.array.Array)
+    np.testing.assert_allclose(coef.values, seasonal.fit_cycle(ds.tmax, "time").values, atol=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", geonp.UnvalidatedStepWarning)
+        out = lazy.np.forecast("tmax", steps=2, init_time=ds.time.values[-6:-2], calibrate=False, chunks={"station": 4})
+    reads.clear()
+    geonp.to_zarr(out, tmp_path / "fc.zarr", progress=False)
+    # the history once for the cycle (memoised per process), the blocks' own windows for the rest; summing the
+    # cycle inside every region's graph read it once per region (3 regions here, dozens on real grids)
+    assert len([r for r in reads if r[0] > 0]) <= 2 * n_chunks
+    back = xr.open_zarr(tmp_path / "fc.zarr")
+    np.testing.assert_allclose(back.tmax_mean.values, out.tmax_mean.values, rtol=1e-6)
