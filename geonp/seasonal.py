@@ -10,9 +10,11 @@ annual cycle (its anomaly), and the forecast adds the cycle of the valid time ba
 
 with ``f(t)`` the fraction of the year (day of year and hour, in the axis' own calendar), fitted
 per point by least squares on the frames up to the first initial time, never later ones. Points
-with a short history lean on the cycle of the whole domain: the harmonics are shrunk towards the
-pooled fit by a ridge of half a year of frames, the mean by one frame (a point with no history
-gets the pooled cycle). Everything stays lazy on dask-backed data. No torch here.
+with a short history lean on a pooled fit: one set of harmonics for the domain (the within
+estimator) and a mean linear in each point's x, y and elevation. The harmonics are shrunk towards
+it by a ridge of half a year of frames, the mean by one frame, so a point with no history gets
+the cycle its position and height suggest. Everything stays lazy on dask-backed data, and
+:func:`cached_cycle` reads a lazy history once per process. No torch here.
 """
 
 from __future__ import annotations
