@@ -222,3 +222,22 @@ def test_the_cycle_of_a_lazy_history_is_read_once_for_every_region_written(tmp_p
     assert len([r for r in reads if r[0] > 0]) <= 2 * n_chunks
     back = xr.open_zarr(tmp_path / "fc.zarr")
     np.testing.assert_allclose(back.tmax_mean.values, out.tmax_mean.values, rtol=1e-6)
+
+
+def test_cli_forecast_of_a_monthly_station_file_is_seasonal(tmp_path, capsys):
+    from geonp.cli import main
+
+    ds, _ = monthly_stations(n=10, years=4, seed=12)
+    path = tmp_path / "monthly.nc"
+    ds.to_netcdf(path)
+    out = tmp_path / "fc.zarr"
+    assert main(["forecast", str(path), "--var", "tmax", "--steps", "3", "--out", str(out), "--quiet"]) == 0
+    fc = xr.open_zarr(out)
+    assert fc.attrs["geonp_reference"] == "seasonal" and fc.attrs["geonp_calibrated"] != "no"
+    assert pd.Timestamp(fc.valid_time.values[0, -1]) == pd.Timestamp(ds.time.values[-1]) + pd.DateOffset(months=3)
+    assert np.isfinite(fc.tmax_mean.values).all()
+    # the diurnal reference on monthly steps: one error line, pointing to the seasonal one in CLI syntax
+    assert main(["forecast", str(path), "--var", "tmax", "--steps", "1", "--reference", "diurnal",
+                 "--out", str(tmp_path / "no.zarr")]) != 0
+    err = capsys.readouterr().err
+    assert "Pass --reference seasonal" in err and not (tmp_path / "no.zarr").exists()
