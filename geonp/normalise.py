@@ -105,9 +105,8 @@ class Normaliser:
         Forecast calibration of the mean per lead: ``persistence + w * (mean - persistence)``, with
         persistence the value at the initial time (empty: the network's mean as it is).
     lead_damping : tuple of float
-        Forecast calibration per lead: the weight ``c`` of persistence in
-        ``c * persistence + w * (mean - persistence)``, fitted for departures from an annual cycle
-        (damping towards the cycle, :func:`geonp.calibration.mean_weights`). Empty: 1.
+        Forecast calibration per lead: the weight ``c`` of persistence in ``c * persistence + w * (mean -
+        persistence)`` for departures from an annual cycle (:func:`geonp.calibration.mean_weights`). Empty: 1.
     infill_std_base, infill_std_extra : float
         Infill calibration: the network's std ``σ`` first becomes
         ``sqrt((infill_std_base · σ)² + infill_std_extra²)`` (``infill_std_extra`` in data units: a
