@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import dask
@@ -18,81 +19,46 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import geo, seasonal, timeaxis
+from . import geo, members, seasonal, timeaxis
 from . import reference as references
 from .chunked import build_problem, chunk_sizes, lazy_forecast, lazy_infill, observed_stats
 from .errors import (
     ConfigError,
-    CoordinateError,
     ModelMismatchError,
     NoDataError,
     TimeAxisError,
-    VariableNotFoundError,
-    VariableTypeError,
 )
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
+from .prepare import prepare
 from .timeaxis import parse_duration
 
 __all__ = ["infill", "forecast", "fit", "parse_duration"]
 
-_COVARIATE_KEYWORDS = ("hour", "doy")
+_INFILL_OPTIONS = ("model", "targets", "covariates", "chunks", "device", "crs", "halo", "tile", "time_window",
+                   "frames_per_task", "batch_size", "calibrate", "land")
+_FORECAST_OPTIONS = ("hours", "steps", "model", "init_time", "covariates", "chunks", "device", "crs", "halo", "tile",
+                     "context_frames", "reference", "batch_size", "calibrate")
 
 
-def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tuple[str, ...] | None]:
-    """(elevation variable name, elevation DataArray, explicit covariate list or None for auto)."""
-    if covariates is None:
-        return None, None, None
-    if isinstance(covariates, xr.DataArray):
-        return None, covariates, ("elevation",)
-    if isinstance(covariates, str):
-        covariates = [covariates]
-    if not isinstance(covariates, (list, tuple)) or not all(isinstance(c, (str, xr.DataArray)) for c in covariates):
-        raise VariableTypeError(f"covariates= got {type(covariates).__name__}; expected names ('elevation', 'hour', "
-                                "'doy', or a variable of the data), a list of them, or an elevation DataArray on "
-                                "the data's space coordinates (xr.DataArray(dem, dims=..., coords=...)).")
-    names, elev = [], None
-    for c in covariates:
-        if isinstance(c, xr.DataArray):
-            return None, c, tuple(dict.fromkeys([*names, "elevation"]))
-        if c in _COVARIATE_KEYWORDS or c == "elevation":
-            names.append(c)
-        else:
-            elev = c
-            names.append("elevation")
-    return elev, None, tuple(dict.fromkeys(names))
-
-
-def _prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
-    elev_name, elev_da, explicit = _split_covariates(covariates)
-    ds, name = geo.select_variable(obj, var)
-    if elev_da is not None:  # scalar coordinates (a DEM cut to one row) would clash: its dims are checked later
-        elev_name = "elevation" if name != "elevation" else "covariate_elevation"  # not the variable itself
-        ds = ds.assign_coords({elev_name: elev_da.reset_coords(drop=True)})
-    if elev_name is not None and elev_name not in ds.variables:
-        raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
-                                    f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")
-    ds, layout = geo.describe(ds, name, crs=crs, elevation=elev_name, land=land)
-    if elev_da is not None and set(elev_da.dims) != set(layout.space_dims):
-        raise CoordinateError(f"covariates= elevation has dims {list(elev_da.dims)}; expected the space dims of "
-                              f"{name!r}, {list(layout.space_dims)}. Pass a DEM on the data's own grid or stations "
-                              "(e.g. dem.interp_like(ds)).")
-    return ds, layout, explicit
-
-
-def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None):
+def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None, part: bool = False):
     """Count the observations (a bounded sample of a long record), refuse inputs with nothing to do, build the problem.
 
-    Returns the problem and the number of observed values.
+    Returns the problem and the number of observed values. ``part``: one index of an extra dim
+    (:mod:`geonp.members`), whose whole was checked already: the problem is ``None`` where it has
+    fewer than two observed values, and it may have no gaps.
     """
-    n_obs, n_all, spread, share = observed_stats(ds, layout, gaps_needed=task == "infill" and target is None)
+    gaps_needed = task == "infill" and target is None and not part
+    n_obs, n_all, spread, share = observed_stats(ds, layout, gaps_needed=gaps_needed)
+    if part and n_obs < 2:
+        return None, n_obs
     if n_obs == 0:
         raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
                           "Check the variable and the selection (e.g. .sel(time=...)).")
     if n_obs == 1:
         raise NoDataError(f"{layout.var!r} has a single observed value; expected at least two (one value says nothing "
                           "about how the field varies, so no interval could be given). Widen the selection.")
-    if task == "infill" and target is None and n_obs == n_all:
+    if gaps_needed and n_obs == n_all:
         raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
                           "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
                           "coordinates.")
@@ -122,12 +88,21 @@ def infill(
     land: str | bool | None = "auto",
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
+    return _infill(obj, var, model=model, targets=targets, covariates=covariates, chunks=chunks, device=device,
+                   crs=crs, halo=halo, tile=tile, time_window=time_window, frames_per_task=frames_per_task,
+                   batch_size=batch_size, calibrate=calibrate, land=land)
+
+
+def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
+    """:func:`infill`; each index of an extra dim on its own (``part``: one of them, ``None`` if it has no data)."""
     from . import calibrate_input
 
+    (model, targets, covariates, chunks, device, crs, halo, tile, time_window, frames_per_task, batch_size, calibrate,
+     land) = (options[k] for k in _INFILL_OPTIONS)
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task)
     _check_batch_size(batch_size)
-    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates, land=land)
+    ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land=land)
     windows = {"halo": halo, "tile": tile}
     m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
@@ -138,7 +113,15 @@ def infill(
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
                                  "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")
-    problem, n_obs = _plan(ds, layout, m, "infill", target)
+    if layout.extra_dims:
+        if not part:
+            _plan(ds, layout, m, "infill", target)  # the whole refuses what a single problem would
+        order = () if target is not None else ds[layout.var].dims
+        return members.split(partial(_infill, part=True, **members.drop_chunks(options, layout.extra_dims)), obj, var,
+                             layout.extra_dims, part, order)
+    problem, n_obs = _plan(ds, layout, m, "infill", target, part=part)
+    if problem is None:
+        return None
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, time_window=time_window,
                                                      **windows)
     from .inference import ModelPayload, resolve_device
@@ -191,12 +174,21 @@ def forecast(
     calibrate: bool | str = "auto",
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead (or ``steps`` time steps); see :meth:`GeonpAccessor.forecast`."""
+    return _forecast(obj, var, hours=hours, steps=steps, model=model, init_time=init_time, covariates=covariates,
+                     chunks=chunks, device=device, crs=crs, halo=halo, tile=tile, context_frames=context_frames,
+                     reference=reference, batch_size=batch_size, calibrate=calibrate)
+
+
+def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
+    """:func:`forecast`; each index of an extra dim on its own (``part``: one of them, ``None`` if it has no data)."""
     from . import calibrate_input
 
+    (hours, steps, model, init_time, covariates, chunks, device, crs, halo, tile, context_frames, reference, batch_size,
+     calibrate) = (options[k] for k in _FORECAST_OPTIONS)
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
-    ds, layout, _ = _prepare(obj, var, crs=crs, covariates=covariates, land="none")  # forecasts use no land trend
+    ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land="none")  # forecasts use no land trend
     if layout.time is None:
         numeric = [d for d in ds[layout.var].dims if d in ds.coords and "time" in str(d).lower()]
         hint = (f" {numeric[0]!r} holds {ds[numeric[0]].dtype} values, not dates: assign datetimes (e.g. "
@@ -216,6 +208,11 @@ def forecast(
     m = with_settings(resolve_model(model), **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
     inits = timeaxis.init_indices(times, init_time)
+    if layout.extra_dims:
+        if not part:
+            _plan(ds, layout, m, "forecast")  # the whole refuses what a single problem would
+        return members.split(partial(_forecast, part=True, **members.drop_chunks(options, layout.extra_dims)), obj,
+                             var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
@@ -231,7 +228,9 @@ def forecast(
     calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
-    problem, _ = _plan(work, layout, m, "forecast")
+    problem, _ = _plan(work, layout, m, "forecast", part=part)
+    if problem is None:
+        return None
     from .inference import ModelPayload, resolve_device
 
     leads = np.arange(1, n_leads + 1)
@@ -362,7 +361,7 @@ def fit(
     if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 0):
         raise ConfigError(f"steps={steps!r}; expected a non-negative integer (0: calibrate the shipped weights only).")
     model, start = starting_model(model)
-    ds, layout, explicit = _prepare(obj, var, crs=crs, covariates=covariates, land=land if task == "infill" else "none")
+    ds, layout, explicit = prepare(obj, var, crs=crs, covariates=covariates, land=land if task == "infill" else "none")
     if task == "forecast" and layout.time is None:
         raise TimeAxisError(f"task='forecast' needs a time axis but {layout.var!r} has dims "
                             f"{list(ds[layout.var].dims)}; fit task='infill' instead.")

@@ -185,9 +185,9 @@ def test_extra_dims_are_independent_problems():
     out = both.np.infill("t2m")
     assert out.t2m_mean.dims == ("member", "time", "latitude", "longitude")
     np.testing.assert_allclose(out.t2m_mean.isel(member=1), b.np.infill("t2m").t2m_mean, atol=2e-4)
-    # an empty member (missing, a level below ground) does not change the others: the space unit is set by
-    # the observed fraction of the members with data (other gap patterns still share one unit: user guide)
-    with_empty = xr.concat([a, a.where(a.t2m.isnull())], dim="member").np.infill("t2m")
+    # an empty member (missing, a level below ground) does not change the others (tests/test_members.py)
+    with pytest.warns(geonp.NoContextWarning, match="fewer than two observed values"):
+        with_empty = xr.concat([a, a.where(a.t2m.isnull())], dim="member").np.infill("t2m")
     np.testing.assert_allclose(with_empty.t2m_mean.isel(member=0), a.np.infill("t2m").t2m_mean, atol=2e-4)
 
 
@@ -263,7 +263,7 @@ def test_default_tiles_span_tile_model_units():
     from geonp.tiling import axis_tiles, tile_cells
 
     ds, _ = field(nlat=24, nlon=48, times=2, keep=0.25, lat0=60.0)
-    prepared, layout, _ = geonp.api._prepare(ds, "t2m", crs=None, covariates=None, land="auto")
+    prepared, layout, _ = geonp.prepare.prepare(ds, "t2m", crs=None, covariates=None, land="auto")
     problem, _ = _plan(prepared, layout, resolve_model("bsa-tnp"), "infill")
     cells = {tile: tile_cells(problem, tile) for tile in (4.0, 8.0)}
     for tile, (lat, lon) in cells.items():
