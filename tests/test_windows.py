@@ -116,6 +116,12 @@ def test_windows__bad_arguments():
         predict_in_windows(model, batch, tile=0.0, halo=1.0)
     with pytest.raises(ConfigError, match="halo=-1.0; expected a non-negative"):
         predict_in_windows(model, batch, tile=1.0, halo=-1.0)
+    with pytest.raises(ConfigError, match="halo=inf; expected a non-negative, finite distance"):
+        predict_in_windows(model, batch, tile=1.0, halo=float("inf"))
+    with pytest.raises(ConfigError, match="tile=nan; expected a positive, finite"):
+        predict_in_windows(model, batch, tile=float("nan"), halo=1.0)
+    with pytest.raises(ConfigError, match="metric='manhattan'"):
+        plan_windows(batch, 2, 1.0, 1.0, metric="manhattan")
     with pytest.raises(ConfigError, match="windows_per_call=0"):
         predict_in_windows(model, batch, tile=1.0, halo=1.0, windows_per_call=0)
     with pytest.raises(ConfigError, match="no space columns"):
@@ -123,3 +129,31 @@ def test_windows__bad_arguments():
     far = Batch(xc=batch.xc, yc=batch.yc, xt=torch.cat([batch.xt, batch.xt[:, :1] + 100], 1))
     with pytest.raises(EmptyContextError, match="has no context point within halo=1.0; pass a larger halo"):
         predict_in_windows(model, far, tile=1.0, halo=1.0)
+
+
+def _sphere(lon_c, lat_c, lon_t, lat_t):
+    xc = torch.tensor([[[lo, la] for lo, la in zip(lon_c, lat_c)]], dtype=torch.float64)
+    xt = torch.tensor([[[lo, la] for lo, la in zip(lon_t, lat_t)]], dtype=torch.float64)
+    return Batch(xc=xc, yc=torch.randn(1, xc.shape[1], 1, dtype=torch.float64), xt=xt)
+
+
+@pytest.mark.parametrize("lon_t, lat_t, lon_c, lat_c", [
+    ([179.5, 179.8], [10.0, 10.5], [-179.5, -179.2, -179.8], [10.0, 10.4, 9.7]),  # across the dateline
+    ([180.0, 90.0], [89.0, 89.5], [0.0, -90.0, 45.0], [89.0, 89.2, 88.8]),  # over the pole
+])
+def test_windows__geodesic_windows_see_across_the_dateline_and_the_pole(lon_t, lat_t, lon_c, lat_c):
+    """A geodesic model's windows measure great-circle arcs: context 1–2° away counts, whatever its longitude."""
+    model = _model(space_metric="geodesic")
+    batch = _sphere(lon_c, lat_c, lon_t, lat_t)
+    with torch.no_grad():
+        got = predict_in_windows(model, batch, tile=1.0, halo=3.0)
+        ref = model(batch)
+    torch.testing.assert_close(got.loc, ref.loc, rtol=1e-12, atol=1e-12)
+    assert all(w.context.tolist() == [0, 1, 2] for w in plan_windows(batch, 2, 1.0, 3.0, metric="geodesic"))
+
+
+def test_windows__geodesic_halo_is_an_arc_from_the_targets():
+    """Context beyond ``halo`` degrees of arc from every target of a tile is left out."""
+    batch = _sphere([-179.5, 0.0], [0.0, 0.0], [179.5], [0.0])
+    (window,) = plan_windows(batch, 2, 1.0, 2.0, metric="geodesic")
+    assert window.context.tolist() == [0]

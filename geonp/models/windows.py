@@ -20,6 +20,7 @@ training size. This is the tensor-level form of what the xarray layer does with 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -41,7 +42,7 @@ class Window:
     context: Tensor  # indices into the task's context
 
 
-def plan_windows(batch: Batch, space_dims: int, tile: float, halo: float) -> list[Window]:
+def plan_windows(batch: Batch, space_dims: int, tile: float, halo: float, metric: str = "euclidean") -> list[Window]:
     """Cut each task's targets into tiles of edge ``tile`` and find each tile's context.
 
     Tiles are aligned to the lower corner of each task's targets, along the first ``space_dims``
@@ -49,17 +50,25 @@ def plan_windows(batch: Batch, space_dims: int, tile: float, halo: float) -> lis
     every real context point within ``halo`` of the tile (per axis, a box). Tiles without targets
     are skipped.
 
+    With ``metric="geodesic"`` the two space columns are longitude and latitude in degrees, as the
+    geodesic models read them: tiles are ``tile`` degrees of longitude and latitude, and a tile's
+    context is every context point within ``halo`` degrees of great-circle arc of one of its
+    targets, so windows see across the dateline and over the poles.
+
     Raises
     ------
     ConfigError
-        ``tile`` not positive, ``halo`` negative, or a model without space columns.
+        ``tile`` not positive and finite, ``halo`` negative or not finite, or a model without space columns.
     EmptyContextError
         A tile has no context point within its halo (name a larger ``halo``).
     """
-    if not tile > 0:
-        raise ConfigError(f"tile={tile!r}; expected a positive edge length in the model's space units.")
-    if not halo >= 0:
-        raise ConfigError(f"halo={halo!r}; expected a non-negative distance in the model's space units.")
+    if not (tile > 0 and math.isfinite(tile)):
+        raise ConfigError(f"tile={tile!r}; expected a positive, finite edge length in the model's space units.")
+    if not (halo >= 0 and math.isfinite(halo)):
+        raise ConfigError(f"halo={halo!r}; expected a non-negative, finite distance in the model's space units "
+                          "(for one window over everything, call the model on the batch itself).")
+    if metric not in ("euclidean", "geodesic"):
+        raise ConfigError(f"metric={metric!r}; expected 'euclidean' or 'geodesic'.")
     if space_dims < 1:
         raise ConfigError("the model has no space columns (space_dims=0): there is nothing to cut into windows.")
     windows = []
@@ -77,7 +86,11 @@ def plan_windows(batch: Batch, space_dims: int, tile: float, halo: float) -> lis
         for k in range(keys.shape[0]):
             lo = origin + keys[k].double() * tile - halo
             hi = lo + tile + 2 * halo
-            inside = ((xc >= lo) & (xc <= hi)).all(1)
+            if metric == "geodesic":
+                arc = torch.cdist(_unit(xt[inverse == k]), _unit(xc)).mul(0.5).clamp(max=1.0).asin().mul(2.0)
+                inside = torch.rad2deg(arc).min(0).values <= halo
+            else:
+                inside = ((xc >= lo) & (xc <= hi)).all(1)
             if not bool(inside.any()):
                 raise EmptyContextError(
                     f"task {task}: the tile from {lo.add(halo).tolist()} (edge {tile}) has no context point within "
@@ -85,6 +98,12 @@ def plan_windows(batch: Batch, space_dims: int, tile: float, halo: float) -> lis
                 )
             windows.append(Window(task, t_idx[inverse == k], c_idx[inside]))
     return windows
+
+
+def _unit(lonlat: Tensor) -> Tensor:
+    """Unit vectors ``[n, 3]`` of longitude/latitude in degrees."""
+    lon, lat = torch.deg2rad(lonlat[:, 0]), torch.deg2rad(lonlat[:, 1])
+    return torch.stack([lat.cos() * lon.cos(), lat.cos() * lon.sin(), lat.sin()], dim=1)
 
 
 def _gather(t: Tensor | None, task_idx: Tensor, idx: Tensor) -> Tensor | None:
@@ -101,7 +120,8 @@ def predict_in_windows(model: NeuralProcess, batch: Batch, *, tile: float, halo:
     Parameters
     ----------
     model : NeuralProcess
-        Any geonp model; its ``config.space_dims`` first columns are cut.
+        Any geonp model; its ``config.space_dims`` first columns are cut (on the sphere for a
+        model with ``space_metric="geodesic"``, see :func:`plan_windows`).
     batch : Batch
         The tasks, as the model takes them.
     tile, halo : float
@@ -116,7 +136,8 @@ def predict_in_windows(model: NeuralProcess, batch: Batch, *, tile: float, halo:
     """
     if windows_per_call < 1:
         raise ConfigError(f"windows_per_call={windows_per_call!r}; expected a positive integer.")
-    windows = plan_windows(batch, model.config.space_dims, tile, halo)
+    metric = getattr(model.config, "space_metric", "euclidean")
+    windows = plan_windows(batch, model.config.space_dims, tile, halo, metric)
     b, nt = batch.xt.shape[:2]
     dy = batch.yc.shape[-1]
     loc = torch.zeros(b, nt, dy, dtype=batch.yc.dtype, device=batch.yc.device)
