@@ -3,6 +3,8 @@
     python benchmarks/forecast_draws.py              # ~15 min wall on 2 cores; results/forecast-draws.json
     python benchmarks/forecast_draws.py --models te-pt-tnp --seeds 0 1 2
     python benchmarks/forecast_draws.py --doc        # the docs table from the saved results
+    python benchmarks/forecast_draws.py --coverage-levels   # the std's coverage factor, three ways;
+                                                            # results/forecast-coverage-levels.json
 
 ``ds.np.forecast(calibrate="auto")`` calibrates the shipped weights on the history before the first
 initial time: 64 tasks drawn at random from it give, per lead, a blend of the network's mean with
@@ -132,6 +134,35 @@ def run(model: str, seeds: list[int]) -> dict:
     return out
 
 
+#: the std's widening to the held-out errors' quantile (:func:`geonp.calibration.coverage_factor`), three ways
+COVERAGE_VARIANTS = {
+    "package (finite-sample level)": cal.coverage_factor,
+    "plain 0.95 quantile": lambda z, level=0.95, groups=None: cal.coverage_factor(z, level, None),
+    "no coverage factor": lambda z, level=0.95, groups=None: 1.0,
+}
+
+
+def coverage_levels(model: str, seeds: list[int]) -> dict:
+    """Scores of each draw with the cross-validated blend and each of :data:`COVERAGE_VARIANTS`."""
+    da = T.load_era5()
+    ds = da.to_dataset(name="t2m")
+    inits = T.era5_forecast_inits()
+    truth = np.stack([[da.values[i + lead] for lead in T.ERA5_LEADS] for i in inits]).astype(np.float64)
+    comp = components(ds, inits, model)
+    out = {name: [] for name in COVERAGE_VARIANTS}
+    real = cal.coverage_factor
+    for seed in seeds:
+        inputs = draw(ds, int(inits[0]), seed, model)
+        for name, factor in COVERAGE_VARIANTS.items():
+            cal.coverage_factor = factor
+            try:
+                out[name].append(score(comp, truth, cal.forecast_fields(**{**inputs, "shrink": True})))
+            finally:
+                cal.coverage_factor = real
+        print(model, seed, {n: [round(r["coverage"], 3) for r in v[-1]] for n, v in out.items()}, flush=True)
+    return out
+
+
 def doc(results: dict) -> None:
     """The docs table: per model, the network alone and both blends over the draws."""
     lines = []
@@ -168,7 +199,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(8)), help="calibration draws")
     parser.add_argument("--models", nargs="+", default=["bsa-tnp", "te-pt-tnp"], choices=["bsa-tnp", "te-pt-tnp"])
     parser.add_argument("--doc", action="store_true", help="only rebuild the docs table from the saved results")
+    parser.add_argument("--coverage-levels", action="store_true",
+                        help="score the std's coverage factor three ways (results/forecast-coverage-levels.json)")
     args = parser.parse_args()
+    if args.coverage_levels:
+        save_json("forecast-coverage-levels", {"machine": machine(), **{m: coverage_levels(m, args.seeds)
+                                                                       for m in args.models}})
+        return
     saved = RESULTS / "forecast-draws.json"
     results = json.loads(saved.read_text()) if saved.exists() else {}
     if not args.doc:
