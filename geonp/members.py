@@ -84,7 +84,8 @@ def each(run: Callable[[xr.Dataset], xr.Dataset | None], ds: xr.Dataset, var: st
                       "predicted from its own values: select the indices with data (ds.isel) to drop them.",
                       NoContextWarning, stacklevel=4)
     filled = [_missing(like, part, var) if r is None else r for r, part in zip(results, parts)]
-    out = xr.concat(filled, dim=dim, coords="minimal", compat="override", join="override", combine_attrs="override")
+    along = [c for c in ds.coords if dim in ds[c].dims and c != dim and all(c in r.coords for r in filled)]
+    out = xr.concat(filled, dim=dim, coords=along, compat="override", join="override", combine_attrs="override")
     return out.transpose(*order, missing_dims="ignore") if order else out
 
 

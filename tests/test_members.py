@@ -17,8 +17,9 @@ def test_members_with_other_gap_patterns_get_their_own_units():
     """A sparse and a dense member predict exactly as each would alone (each its own space unit)."""
     sparse, _ = field(seed=1, keep=0.2)
     dense, _ = field(seed=2, keep=0.8)
-    out = _members(sparse, dense).np.infill("t2m")
+    out = _members(sparse, dense).assign_coords(number=("member", [5, 7])).np.infill("t2m")
     assert out.t2m_mean.dims == ("member", "time", "latitude", "longitude")
+    assert out.number.dims == ("member",) and list(out.number.values) == [5, 7]  # coordinates along the dim kept
     for k, alone in ((1, sparse), (2, dense)):
         ref = alone.np.infill("t2m")
         for v in ("t2m_mean", "t2m_std", "t2m_filled"):
