@@ -23,7 +23,7 @@ from torch import Tensor
 from ._files import check_archive as _check_archive
 from ._files import check_plain as _check_plain
 from ._files import write_atomic as _write
-from .errors import CheckpointError, ConfigError, UnknownOptionError
+from .errors import CheckpointError, ConfigError, OutputExistsError, UnknownOptionError
 from .models import NeuralProcess, get_spec, model_from_config, model_names
 
 __all__ = [
@@ -67,6 +67,8 @@ def save_model(model: NeuralProcess, path: str | os.PathLike, *, metadata: dict 
     ------
     CheckpointError
         ``metadata`` holds something other than plain data.
+    OutputExistsError
+        ``path`` is an existing directory.
 
     See Also
     --------
@@ -81,7 +83,17 @@ def save_model(model: NeuralProcess, path: str | os.PathLike, *, metadata: dict 
     >>> load_model(path).name
     'bsa-tnp'
     """
+    check_destination(path)
     return _write(_model_payload(model, metadata), path)
+
+
+def check_destination(path: str | os.PathLike) -> None:
+    """Raise :class:`~geonp.errors.OutputExistsError` when ``path``, where a checkpoint is to go, is a directory."""
+    if Path(path).is_dir():
+        raise OutputExistsError(
+            f"cannot write a checkpoint to {path}: it is an existing directory; expected a file path. "
+            f"Pass a file name inside it, e.g. {Path(path) / 'model.pt'}."
+        )
 
 
 def load_model(
@@ -173,8 +185,10 @@ def save_training_state(
 
     ``state`` must be plain data (see :func:`save_model`); :func:`geonp.train.train`
     stores the step, RNG states, elapsed budgets, history and best weights there.
-    The file is also readable by :func:`load_model` (current weights).
+    The file is also readable by :func:`load_model` (current weights). An existing directory at ``path``
+    raises :class:`~geonp.errors.OutputExistsError`.
     """
+    check_destination(path)
     payload = _model_payload(model, metadata)
     training = dict(state, optimizer=optimizer.state_dict())
     _check_plain(training, "training state")

@@ -70,7 +70,7 @@ def load_pretrained(name: str = "bsa-tnp") -> NeuralProcess:
 
     Examples
     --------
-    >>> model = load_pretrained("bsa-tnp")  # doctest: +SKIP
+    >>> model = load_pretrained("bsa-tnp")
     >>> model.config.time_dims
     1
     """

@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from .allocator import keep_freed_memory
-from .checkpoint import load_training_state, save_training_state
+from .checkpoint import check_destination, load_training_state, save_training_state
 from .errors import CheckpointError, ConfigError, InvalidBatchError, NonFiniteError
 from .models import Batch, NeuralProcess
 from .models.score import ScoreMod
@@ -56,7 +56,9 @@ class TrainConfig:
     val_every: int = 500  # updates between validations (also run at the end)
     val_batches: int = 16  # fixed validation batches, drawn once
     val_seed: int = 12345  # seed of the validation batches, independent of `seed` so runs compare
-    keep_best: bool = True  # restore the weights of the best validation loss at the end
+    #: restore the weights of the best validation loss into the model at the end; a training checkpoint
+    #: still holds the last step (for resuming): save TrainResult.model with save_model to keep the best
+    keep_best: bool = True
     checkpoint_every: int = 500  # updates between checkpoints (also written at the end)
     seed: int = 0  # seed of the training batches and of any other torch randomness
     progress: bool = True  # tqdm bar on stderr
@@ -104,7 +106,12 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns; ``model`` is the trained model (the same object as passed in)."""
+    """What :func:`train` returns; ``model`` is the trained model (the same object as passed in).
+
+    With validation data and ``keep_best=True``, ``model`` holds the weights of the best validation loss,
+    while a training checkpoint written by :func:`train` holds the last step's (so that training can
+    resume): save ``model`` with :func:`geonp.checkpoint.save_model` to keep the best weights in a file.
+    """
 
     model: NeuralProcess
     steps: int  # updates done in total (including those before a resume)
@@ -160,7 +167,10 @@ def train(
         Budgets, optimiser and schedule settings.
     checkpoint : str or PathLike, optional
         Training checkpoint written every ``checkpoint_every`` updates and at the end
-        (atomically; see :mod:`geonp.checkpoint`).
+        (atomically; see :mod:`geonp.checkpoint`). It holds the last step's weights and
+        optimiser state so that training can resume, also when ``config.keep_best`` restores
+        the best validation weights into the returned model; save ``TrainResult.model``
+        (:func:`geonp.checkpoint.save_model`) to keep the best weights.
     resume : bool
         Continue from ``checkpoint``: same seed and config give the same result as an
         uninterrupted run.
@@ -181,6 +191,8 @@ def train(
         ``data.sample`` returned something other than a :class:`~geonp.models.Batch`.
     ConfigError
         ``resume=True`` without ``checkpoint``.
+    OutputExistsError
+        ``checkpoint`` is an existing directory.
     CheckpointError
         The checkpoint to resume from is missing (``CheckpointNotFoundError``), damaged,
         or of another model or config.
@@ -193,6 +205,8 @@ def train(
         )
     if resume and checkpoint is None:
         raise ConfigError("resume=True needs checkpoint=<path of a training checkpoint>; pass it or set resume=False.")
+    if checkpoint is not None:
+        check_destination(checkpoint)  # before any training, not at the first write
     keep_freed_memory()  # tile-sized temporaries reuse freed memory (geonp.allocator)
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]

@@ -177,13 +177,14 @@ def test_attention__dense_backend_is_reference():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="backend='flex' runs on CUDA only")
 @pytest.mark.parametrize("name", ["rbf-space-time", "geodesic"])
 def test_flex_backend__matches_dense(name):
-    """Compiled flex_attention with the fused bias equals the dense reference (inference)."""
+    """Compiled flex_attention with the fused bias equals the dense reference (inference, CUDA)."""
     h = 2
-    score = SCORES[name](h)
-    q, k, v, xq, xk = (t.detach() for t in _inputs(2, h, 64, 48, 16, torch.float32, False))
-    key_mask = torch.rand(2, 48) > 0.2
+    score = SCORES[name](h).cuda()
+    q, k, v, xq, xk = (t.detach().cuda() for t in _inputs(2, h, 64, 48, 16, torch.float32, False))
+    key_mask = torch.rand(2, 48, device="cuda") > 0.2
     with torch.no_grad():
         out = attention(q, k, v, score, xq, xk, key_mask, backend="flex")
         ref = dense_attention(q, k, v, score, xq, xk, key_mask)

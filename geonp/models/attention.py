@@ -15,13 +15,14 @@ coordinates ``xq [b, nq, c]``, ``xk [b, nk, c]``, ``key_mask [b, nk]``
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import UnknownOptionError
+from ..errors import ConfigError, UnknownOptionError
 from .packing import spatial_order, take_points
 from .score import LOG2E, MASKED, MIN_EXPONENT, ScoreMod
 
@@ -51,14 +52,27 @@ def default_tiles(b: int, h: int, nq: int, nk: int, elements: int = TILE_ELEMENT
 
     Under autograd (training), a problem with at most :data:`K_TILE` keys and :data:`ONE_TILE_ELEMENTS`
     elements in all is one tile; without it the tiles stay near ``elements``, which bounds the peak memory
-    of inference by the tile.
+    of inference by the tile. ``elements`` and ``key_tile`` must be positive integers (else ConfigError).
     """
+    _check_tile("elements", elements)
+    _check_tile("key_tile", key_tile)
     k_tile = max(1, min(nk, key_tile))
     one_tile = ONE_TILE_ELEMENTS if torch.is_grad_enabled() else 0
     if nk <= key_tile and b * h * nq * nk <= max(elements, one_tile):
         return max(1, nq), k_tile
     q_tile = max(1, min(nq, elements // max(1, b * h * k_tile)))
     return q_tile, k_tile
+
+
+def _check_tile(name: str, value, optional: bool = False) -> None:
+    """Raise :class:`~geonp.errors.ConfigError` unless ``value`` is a positive int (or ``None`` if ``optional``)."""
+    if optional and value is None:
+        return
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ConfigError(
+            f"{name} must be a positive integer (a tile size in points), got {value!r}; "
+            f"pass e.g. {name}=256{', or None for the default' if optional else ''}."
+        )
 
 
 def dense_attention(
@@ -70,7 +84,11 @@ def dense_attention(
     xk: Tensor | None = None,
     key_mask: Tensor | None = None,
 ) -> Tensor:
-    """Reference implementation: materialise all logits, softmax, weight ``v``."""
+    """Reference implementation: materialise all logits, softmax, weight ``v``.
+
+    Masked logits are a large finite negative constant, so a query whose keys are all masked gets the
+    uniform average of ``v`` over every key. Supports gradients of any order.
+    """
     logits = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
     if score is not None:
         logits = score(logits, xq, xk)
@@ -105,16 +123,27 @@ def attention(
     key_mask : Tensor, optional
         ``[b, nk]`` bool, ``True`` for real keys.
     backend : {"auto", "tiled", "dense", "flex"}
-        ``"tiled"`` (and ``"auto"``) is the memory-bounded kernel; ``"dense"`` the reference;
-        ``"flex"`` compiled ``flex_attention`` with the bias fused (inference only, see ``flex.py``).
+        ``"tiled"`` (and ``"auto"``) is the memory-bounded kernel (first-order gradients only);
+        ``"dense"`` the reference (gradients of any order); ``"flex"`` compiled ``flex_attention`` with
+        the bias fused (CUDA and inference only, see ``flex.py``).
     q_tile, k_tile : int, optional
-        Tile sizes (memory knob only: results do not depend on them).
+        Positive tile sizes (memory knob only: results do not depend on them); ``None`` picks them.
 
     Returns
     -------
     Tensor
         ``[b, h, nq, e]``.
+
+    Raises
+    ------
+    UnknownOptionError
+        ``backend`` is not one of :data:`BACKENDS`.
+    ConfigError
+        A tile size is not a positive integer, or ``backend="flex"`` is asked for CPU tensors, with
+        gradients or with a score that has no fused form.
     """
+    _check_tile("q_tile", q_tile, optional=True)
+    _check_tile("k_tile", k_tile, optional=True)
     if backend == "dense":
         return dense_attention(q, k, v, score, xq, xk, key_mask)
     if backend == "flex":
@@ -147,7 +176,14 @@ def tiled_attention(
     several tiles sort the points along the bias' coordinates (:func:`~geonp.models.packing.spatial_order`)
     so that tiles are compact and far tile pairs skip their bias terms; the result does
     not depend on it, only the speed.
+
+    A query whose keys are all masked gets the uniform average of ``v``, as in :func:`dense_attention`.
+    Gradients are first-order only: a second backward pass through them raises
+    :class:`~geonp.errors.ConfigError` (use ``backend="dense"``), as does a ``q_tile`` or ``k_tile``
+    that is not a positive integer or ``None``.
     """
+    _check_tile("q_tile", q_tile, optional=True)
+    _check_tile("k_tile", k_tile, optional=True)
     b, h, nq, d = q.shape
     nk = k.shape[2]
     if b * h * nq == 0:  # nothing to compute (and torch's private CPU kernels crash on zero heads)
@@ -158,6 +194,13 @@ def tiled_attention(
     q_tile = q_tile or dq
     k_tile = k_tile or dk
     scale = d**-0.5
+    empty = None if key_mask is None or nk == 0 else ~key_mask.any(-1)
+    if empty is not None and bool(empty.any()):
+        # a task without real keys: dense weighs all keys equally (every logit MASKED), which the online softmax
+        # cannot (MASKED + log(nk) rounds to MASKED); computed over all keys, replaced by the mean of v below
+        key_mask = key_mask | empty[:, None]
+    else:
+        empty = None
     if v.shape[-1] > d:  # wider values (position moments): zero columns keep QKᵀ and the fused CPU kernel
         q, k = F.pad(q, (0, v.shape[-1] - d)), F.pad(k, (0, v.shape[-1] - d))
     params: Sequence[Tensor] = [p for p in score.parameters() if p.requires_grad] if score is not None else []
@@ -172,6 +215,9 @@ def tiled_attention(
             out, lse = _sorted_forward(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, cols)
     else:
         out, lse = _TiledAttention.apply(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, len(params), *params)
+    if empty is not None:
+        out = torch.where(empty[:, None, None, None], v.mean(2, keepdim=True), out)
+        lse = lse.masked_fill(empty[:, None, None], MASKED)
     return (out, lse) if return_lse else out
 
 
@@ -293,6 +339,15 @@ class _TiledAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, _grad_lse):
+        if not torch.is_grad_enabled():
+            return _TiledAttention._backward(ctx, grad_out)
+        # create_graph=True: no graph of its own, so the gradients fail loudly if differentiated again
+        with torch.no_grad():
+            grads = _TiledAttention._backward(ctx, grad_out)
+        return tuple(None if g is None else _FirstOrderOnly.apply(g.detach().requires_grad_()) for g in grads)
+
+    @staticmethod
+    def _backward(ctx, grad_out):
         q, k, v, xq, xk, key_mask, out, lse = ctx.saved_tensors
         score, (q_tile, k_tile) = ctx.score, ctx.tiles
         params = [p for p in score.parameters() if p.requires_grad] if score is not None else []
@@ -376,6 +431,22 @@ class _TiledAttention(torch.autograd.Function):
                 dq[:, :, qs:qe] += torch.matmul(draw, k_t).mul_(scale)
                 dk[:, :, ks:ke] += torch.matmul(draw.transpose(-1, -2), q_t).mul_(scale)
         return (dq, dk, dv, dxq, dxk, None, None, None, None, None, None, *dparams)
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """Identity on a first-order gradient of the tiled kernel whose own backward raises (no double backward)."""
+
+    @staticmethod
+    def forward(ctx, g):
+        return g.view_as(g)
+
+    @staticmethod
+    def backward(ctx, _grad):
+        raise ConfigError(
+            "second-order gradients through the tiled attention kernel (backend='auto' or 'tiled') are not "
+            "supported: its backward pass is first-order only. Build the model with backend='dense' (or call "
+            "attention(..., backend='dense')) for higher-order gradients."
+        )
 
 
 def _sum_to(t: Tensor, shape: torch.Size) -> Tensor:

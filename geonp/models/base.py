@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+import numbers
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 import torch
 from torch import Tensor, nn
@@ -27,6 +28,14 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            expected = {"int": numbers.Integral, "float": numbers.Real}.get(kind)
+            if expected is not None and (not isinstance(value, expected) or isinstance(value, bool)):
+                example = f" such as {f.name}={f.default!r}" if f.default is not MISSING else ""
+                raise ConfigError(
+                    f"{f.name} must be {'an integer' if kind == 'int' else 'a number'}, got {value!r} "
+                    f"({type(value).__name__}); pass a {'whole number' if kind == 'int' else 'number'}{example}."
+                )
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 raise ConfigError(f"{f.name} must be >= 0, got {value}.")
         if self.space_dims + self.time_dims == 0:
@@ -109,7 +118,14 @@ class NeuralProcess(nn.Module):
         )
 
     def loss(self, batch: Batch) -> Tensor:
-        """Mean NLL per target point (the training objective, 000 eq. 1)."""
+        """Mean negative log-likelihood per target value (the training objective, 000 eq. 1).
+
+        The Gaussian NLL of each real target point and output variable, averaged over all of them:
+        the sum over the batch's tasks, real (unpadded) target points and ``y_dims`` variables, divided
+        by the number of such values (tasks × real targets × ``y_dims``). With ``y_dims == 1`` this is the
+        mean NLL per target point; with more variables it is ``1 / y_dims`` of the per-point NLL summed
+        over variables.
+        """
         if batch.yt is None:
             raise InvalidBatchError("the batch has no target values yt; the loss needs them. Pass yt [b, nt, y_dims].")
         yt = batch.zero_padding().yt.to(next(self.parameters()).dtype)

@@ -1,9 +1,11 @@
 """Optional ``flex_attention`` backend: the bias fused into one compiled kernel (inference only).
 
 ``torch.nn.attention.flex_attention`` takes a ``score_mod(score, b, h, i, j)`` that can compute
-BSA-TNP's bias inline from the coordinates, so nothing of size ``nq × nk`` is ever stored. It has
-no CPU backward and compiles per shape, so geonp uses it only when asked (``backend="flex"``) and
-only without gradients; ``benchmarks/attention.py`` measures where it pays off.
+BSA-TNP's bias inline from the coordinates, so nothing of size ``nq × nk`` is ever stored. It
+compiles per shape, so geonp uses it only when asked (``backend="flex"``), only without gradients and
+only on CUDA: torch's compiled CPU ``flex_attention`` (torch 2.13) returns NaN at some small sizes
+(e.g. 15 queries × 40 keys), so CPU tensors are refused; ``backend="tiled"`` is the fast CPU path.
+``benchmarks/attention.py`` measures where it pays off.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def flex_attention_biased(q: Tensor, k: Tensor, v: Tensor, score, xq: Tensor | N
     Raises
     ------
     ConfigError
-        Gradients are required, or the score has no fused form (``score.flex_terms``).
+        Gradients are required, the score has no fused form (``score.flex_terms``), or the tensors are not
+        on a CUDA device.
     """
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, xq, xk)):
         raise ConfigError("backend='flex' is inference-only (no CPU backward); use backend='tiled' for training.")
@@ -46,6 +49,12 @@ def flex_attention_biased(q: Tensor, k: Tensor, v: Tensor, score, xq: Tensor | N
                 f"{type(score).__name__} has no flex_attention form; use backend='tiled' (or 'auto') for it."
             )
         terms = make(xq, xk)
+    if q.device.type != "cuda":
+        raise ConfigError(
+            f"backend='flex' runs on CUDA only, got tensors on {q.device.type}: torch's compiled CPU flex_attention "
+            "returns NaN at some sizes. Use backend='tiled' (the default, the fast CPU path), or move the model "
+            "and data to a CUDA device."
+        )
     from .score import MASKED
 
     def score_mod(s, b, h, i, j):

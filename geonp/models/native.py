@@ -65,6 +65,8 @@ if hasattr(os, "register_at_fork"):
 
 def status() -> str:
     """Return why the kernel is or is not in use (``"ready: <path>"`` when it is)."""
+    if os.environ.get(ENV, "1").strip() == "0":
+        return f"disabled by {ENV}=0 (the torch path is used); unset {ENV} to use the compiled kernel"
     return _state["why"]
 
 
