@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -19,7 +20,7 @@ from dask.callbacks import Callback
 
 from .errors import ConfigError
 
-__all__ = ["LineProgress", "compute_progress", "bar_options", "is_live"]
+__all__ = ["LineProgress", "compute_progress", "bar_options", "is_live", "region_progress"]
 
 
 def is_live(stream: TextIO | None) -> bool:
@@ -53,24 +54,34 @@ class LineProgress(Callback):
     interval : float
         Least seconds between two lines (tasks that finish together give one line); the line at
         100 % is always written.
+    heartbeat : float or None
+        Seconds after which a line is written even though no step was passed (a long task, such as
+        a calibration, holds the count still): a batch log shows the job alive. ``None``: none.
     """
 
     def __init__(self, out: TextIO, minimum: float = 1.0, step: int = 10, label: str = "geonp",
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0, heartbeat: float | None = 30.0) -> None:
         super().__init__()
         if not 0 < step <= 100:
             raise ConfigError(f"step={step!r} must be a percentage in (0, 100]; e.g. step=10 for a line per tenth.")
+        if heartbeat is not None and not heartbeat > 0:
+            raise ConfigError(f"heartbeat={heartbeat!r} must be a positive number of seconds, or None for none.")
         self.out, self.minimum, self.step, self.label = out, float(minimum), int(step), label
-        self.interval = float(interval)
+        self.interval, self.heartbeat = float(interval), heartbeat
         self._start_time = self._last = 0.0
-        self._total = 0
+        self._total = self._done = 0
         self._next = step
+        self._lock = threading.Lock()
+        self._stop: threading.Event | None = None
 
     def _start(self, dsk) -> None:
         self._start_time = time.perf_counter()
         self._last = -math.inf
-        self._total = 0
+        self._total = self._done = 0
         self._next = self.step
+        if self.heartbeat is not None:
+            self._stop = threading.Event()
+            threading.Thread(target=self._beat, args=(self._stop,), daemon=True, name="geonp-progress").start()
 
     def _start_state(self, dsk, state) -> None:
         self._total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
@@ -78,7 +89,7 @@ class LineProgress(Callback):
     def _posttask(self, key, result, dsk, state, worker_id) -> None:
         if not self._total:
             return
-        done = len(state["finished"])
+        self._done = done = len(state["finished"])
         percent = 100 * done // self._total
         if percent < self._next:
             return
@@ -86,11 +97,29 @@ class LineProgress(Callback):
         elapsed = now - self._start_time
         if elapsed < self.minimum or (percent < 100 and now - self._last < self.interval):
             return  # the step is passed silently: lines come at most every `interval` s, and the last one
-        self.out.write(f"{self.label}: {percent} % of {self._total:,} tasks done ({elapsed:.1f} s)\n")
-        self.out.flush()
-        self._last = now
+        self._line(now, done)
         while self._next <= percent:
             self._next += self.step
+
+    def _finish(self, dsk, state, errored) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def _line(self, now: float, done: int) -> None:
+        with self._lock:
+            percent = 100 * done // self._total
+            self.out.write(f"{self.label}: {percent} % of {self._total:,} tasks done "
+                           f"({now - self._start_time:.1f} s)\n")
+            self.out.flush()
+            self._last = now
+
+    def _beat(self, stop: threading.Event) -> None:
+        """Write a line whenever ``heartbeat`` seconds pass without one (from a thread of its own)."""
+        while not stop.wait(min(1.0, self.heartbeat / 4)):
+            now = time.perf_counter()
+            quiet = now - max(self._last, self._start_time)
+            if self._total and quiet >= self.heartbeat and now - self._start_time >= self.minimum:
+                self._line(now, self._done)
 
 
 def compute_progress(out: TextIO | None = None, minimum: float = 1.0) -> Callback:
@@ -104,6 +133,22 @@ def compute_progress(out: TextIO | None = None, minimum: float = 1.0) -> Callbac
 
         return ProgressBar(out=out, minimum=minimum)
     return LineProgress(out, minimum=minimum)
+
+
+def region_progress(out: TextIO | None, label: str):
+    """Progress lines within one long region of a write, in a log only (a terminal has its live bar).
+
+    The write's bar moves once per region; a region that computes for minutes would leave a batch
+    log silent. Here a :class:`LineProgress` with a ``label`` naming the region writes nothing for
+    regions done within 30 s, then a line per tenth of its tasks (at most one per 30 s) or, while
+    none completes, one every 30 s.
+    """
+    import contextlib
+
+    out = sys.stderr if out is None else out
+    if is_live(out):
+        return contextlib.nullcontext()
+    return LineProgress(out, minimum=30.0, label=label, interval=30.0, heartbeat=30.0)
 
 
 def bar_options(out: TextIO | None = None) -> dict:

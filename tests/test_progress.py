@@ -86,3 +86,27 @@ def test_line_progress__bad_step_is_refused():
     """A step outside (0, 100] percent is a typed ConfigError that says what is allowed."""
     with pytest.raises(ConfigError, match=r"step=0 must be a percentage in \(0, 100\]; e.g. step=10"):
         LineProgress(io.StringIO(), step=0)
+
+
+def test_line_progress__a_long_task_gets_heartbeat_lines():
+    """While one long task holds the count still, a line comes every ``heartbeat`` seconds (a log shows life)."""
+    import time
+
+    out = io.StringIO()
+    slow = dask.delayed(lambda: time.sleep(0.5) or 1)()
+    with dask.config.set(scheduler="synchronous"), LineProgress(out, minimum=0.0, interval=0.0, heartbeat=0.1):
+        slow.compute()
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and lines[0].startswith("geonp: 0 % of 1 tasks done")
+    assert lines[-1].startswith("geonp: 100 % of 1 tasks done")
+    with pytest.raises(ConfigError, match="heartbeat=0 must be a positive number of seconds, or None"):
+        LineProgress(io.StringIO(), heartbeat=0)
+
+
+def test_region_progress__lines_in_a_log_only():
+    """Within a write's region: a labelled LineProgress in a log, nothing on a terminal."""
+    from geonp.progress import region_progress
+
+    cb = region_progress(io.StringIO(), "geonp: region 2/5")
+    assert isinstance(cb, LineProgress) and cb.label == "geonp: region 2/5" and cb.heartbeat == 30.0
+    assert not isinstance(region_progress(_Terminal(), "x"), LineProgress)

@@ -26,6 +26,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Hashable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ import zarr
 from tqdm.auto import tqdm
 
 from ..errors import GeonpError, VariableTypeError
-from ..progress import bar_options
+from ..progress import bar_options, region_progress
 from .lock import check_store_path, write_lock
 from .zarr_prepare import attr_value, prepare
 
@@ -286,8 +287,9 @@ def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, 
     todo = [k for k in keys if k not in done]
     with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, **bar_options(sys.stderr),
               desc=f"writing {partial.name.removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
-        for key in todo:
-            _write_step(ds, plan, key, partial)
+        for i, key in enumerate(todo, start=len(keys) - len(todo) + 1):
+            with region_progress(sys.stderr, f"geonp: region {i}/{len(keys)}") if progress else nullcontext():
+                _write_step(ds, plan, key, partial)
             done.append(key)
             _record(partial, fingerprint, done)
             bar.update(1)
