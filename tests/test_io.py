@@ -312,6 +312,7 @@ def test_open_grib_forecast_uses_valid_time(tmp_path):
     np.testing.assert_array_equal(ds.t2m.values[:, 0, 0], [270, 276, 282, 288])  # value = 270 + ref + step
     np.testing.assert_array_equal(ds.step.values / np.timedelta64(1, "h"), [0, 6, 0, 6])
     assert isinstance(ds.t2m.data, da.Array)
+    assert ds.time.attrs["standard_name"] == "time"
 
 
 def test_open_grib_single_step_analysis_is_shifted(tmp_path):
@@ -322,6 +323,8 @@ def test_open_grib_single_step_analysis_is_shifted(tmp_path):
     hours = (ds.time.values - np.datetime64("2019-03-01")) / np.timedelta64(1, "h")
     np.testing.assert_array_equal(hours, [6, 18])
     np.testing.assert_array_equal(ds.forecast_reference_time.values, pd.to_datetime(["2019-03-01T00", "2019-03-01T12"]))
+    assert ds.time.attrs["standard_name"] == "time"
+    assert ds.forecast_reference_time.attrs["standard_name"] == "forecast_reference_time"
 
 
 def test_open_grib_overlapping_forecasts(tmp_path):
@@ -355,6 +358,8 @@ def test_open_real_grib(era5):
     assert era5.sizes == {"time": 744, "latitude": 33, "longitude": 49}
     assert (np.diff(era5.time.values) == np.timedelta64(1, "h")).all()
     np.testing.assert_array_equal(era5.valid_time.values, era5.time.values)
+    # labelled as the valid times it holds, not as cfgrib's forecast_reference_time
+    assert era5.time.attrs == {"standard_name": "time", "long_name": "time"}
     assert era5.latitude.values[0] == 58.0 and era5.latitude.values[-1] == 50.0
     assert isinstance(era5.t2m.data, da.Array) and era5.t2m.chunks[0][0] == 168
     assert not list(ERA5.parent.glob("*.idx"))

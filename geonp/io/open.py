@@ -179,7 +179,7 @@ def grib_valid_time(ds: xr.Dataset) -> xr.Dataset:
     ).swap_dims(_field="time")
     _check_unique_times(out)
     out = out.assign_coords(valid_time=("time", out["time"].values)).sortby("time")
-    return out.transpose("time", ...)
+    return _valid_time_attrs(out.transpose("time", ...))
 
 
 def _analysis_valid_time(ds: xr.Dataset) -> xr.Dataset:
@@ -188,10 +188,17 @@ def _analysis_valid_time(ds: xr.Dataset) -> xr.Dataset:
         return ds
     valid = ds["valid_time"]
     if np.array_equal(ds["time"].values, valid.values):
-        return ds
+        return _valid_time_attrs(ds)
     if valid.dims not in ((), ("time",)):
         return ds  # an unusual layout: leave cfgrib's coordinates alone rather than guess
-    return ds.assign_coords(forecast_reference_time=ds["time"].variable, time=valid.variable)
+    return _valid_time_attrs(ds.assign_coords(forecast_reference_time=ds["time"].variable, time=valid.variable))
+
+
+def _valid_time_attrs(ds: xr.Dataset) -> xr.Dataset:
+    """``time`` labelled as what it now holds, valid times (cfgrib labels it ``forecast_reference_time``)."""
+    time = ds["time"].variable.copy(deep=False)
+    time.attrs = {"standard_name": "time", "long_name": "time"}
+    return ds.assign_coords(time=time)
 
 
 def _check_unique_times(ds: xr.Dataset) -> None:
