@@ -154,8 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", choices=("infill", "forecast"), default="infill",
                    help="what to train for (default infill)")
     p.add_argument("--max-time", metavar="DURATION",
-                   help="training time budget, e.g. 90s, 10min, 1h (the training loop: reading, validation and "
-                        "calibration add 20-40 s)")
+                   help="training time budget, e.g. 90s, 10min, 1h (the training loop, which begins no step that "
+                        "would end past it; reading, validation and calibration add 20-40 s on free cores)")
     p.add_argument("--steps", type=int, metavar="N", help="training step budget")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--covariates", nargs="*", metavar="NAME",

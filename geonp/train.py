@@ -44,7 +44,7 @@ class TrainConfig:
     """
 
     steps: int | None = None  # optimizer updates; the cosine schedule spans them
-    max_time: float | None = None  # wall-clock seconds of training
+    max_time: float | None = None  # wall-clock seconds of training (no step is begun that would end past it)
     max_cpu_time: float | None = None  # process CPU seconds of training (all threads), for equal-compute benchmarks
     batch_size: int = 8  # tasks per update (and per validation batch)
     lr: float = 5e-4  # peak learning rate (after warm-up)
@@ -289,18 +289,24 @@ def _update(model, data, config, opt, params, gen, loop, device) -> dict[str, An
         )
     opt.step()
     loop["step"] = step + 1
-    loop["wall_seconds"] += time.perf_counter() - wall0
-    loop["cpu_seconds"] += time.process_time() - cpu0
+    loop["last_step"] = (time.perf_counter() - wall0, time.process_time() - cpu0)  # not saved: 0 after a resume
+    loop["wall_seconds"] += loop["last_step"][0]
+    loop["cpu_seconds"] += loop["last_step"][1]
     return {"step": step + 1, "loss": value, "lr": lr, "grad_norm": grad_norm, "val": None}
 
 
 def _exhausted(config: TrainConfig, loop: dict[str, Any]) -> str:
-    """Name of the first budget used up, or ``""``."""
+    """Name of the first budget used up, or ``""``.
+
+    A time budget counts as used up when another step as long as the last one would end past it: a
+    step that has started runs to its end, so the loop stops before one that would overrun.
+    """
     if config.steps is not None and loop["step"] >= config.steps:
         return "steps"
-    if config.max_time is not None and loop["wall_seconds"] >= config.max_time:
+    wall, cpu = loop.get("last_step", (0.0, 0.0))
+    if config.max_time is not None and loop["wall_seconds"] + wall > config.max_time:
         return "max_time"
-    if config.max_cpu_time is not None and loop["cpu_seconds"] >= config.max_cpu_time:
+    if config.max_cpu_time is not None and loop["cpu_seconds"] + cpu > config.max_cpu_time:
         return "max_cpu_time"
     return ""
 
@@ -328,7 +334,7 @@ def _save(path, model, opt, gen, config, loop, devices) -> None:
     rng = {"torch": torch.get_rng_state(), "data": gen.get_state()}
     if devices:
         rng["cuda"] = [torch.cuda.get_rng_state(d) for d in devices]
-    state = dict(loop, rng=rng, train_config=config.to_dict())
+    state = dict({k: v for k, v in loop.items() if k != "last_step"}, rng=rng, train_config=config.to_dict())
     save_training_state(path, model, optimizer=opt, state=state)
 
 

@@ -128,13 +128,50 @@ def test_train__time_budget_stops_early():
     """max_time stops training long before a huge step budget."""
     result = train(tiny(), Sine(), cfg(steps=100_000, max_time=0.3))
     assert result.stopped_by == "max_time" and 0 < result.steps < 100_000
-    assert result.wall_seconds >= 0.3
+    assert result.wall_seconds <= 0.3 + max(0.05, result.wall_seconds / result.steps)
+
+
+class _Clock:
+    """A stand-in for the ``time`` module in ``geonp.train`` whose clocks only move when a batch is drawn."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+    def process_time(self):
+        return self.now
+
+
+class SlowSine(Sine):
+    """Sine tasks whose sampling takes 0.1 s on the clock, as a slow training step would."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        self.clock.now += 0.1
+        return super().sample(batch_size, generator)
+
+
+@pytest.mark.parametrize("budget", ["max_time", "max_cpu_time"])
+def test_train__no_step_begins_that_would_overrun_the_time_budget(monkeypatch, budget):
+    """Steps of 0.1 s and a 0.25 s budget: two steps (a third would end at 0.3 s), not three."""
+    import geonp.train
+
+    clock = _Clock()
+    monkeypatch.setattr(geonp.train, "time", clock)
+    result = train(tiny(), SlowSine(clock), cfg(steps=100, **{budget: 0.25}))
+    assert result.stopped_by == budget and result.steps == 2
+    assert result.wall_seconds == pytest.approx(0.2) and result.cpu_seconds == pytest.approx(0.2)
 
 
 def test_train__cpu_budget_anneals_by_elapsed_fraction():
     """With only max_cpu_time the cosine follows the spent fraction of the budget."""
     result = train(tiny(), Sine(), TrainConfig(max_cpu_time=0.3, lr=1e-2, lr_final=1e-4, progress=False))
-    assert result.stopped_by == "max_cpu_time" and result.cpu_seconds >= 0.3
+    assert result.stopped_by == "max_cpu_time" and result.cpu_seconds > 0.2
     lrs = [h["lr"] for h in result.history]
     assert lrs[0] == 1e-2 and lrs == sorted(lrs, reverse=True) and lrs[-1] < 2e-3
 
