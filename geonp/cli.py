@@ -239,6 +239,18 @@ _RESUMES = "a Zarr write resumes when the same command is run again"  # what an 
 _INTERRUPTED = {"fit": "nothing was saved: training does not resume; run the command again to train again"}
 
 
+def _interrupted_note(args: argparse.Namespace) -> str:
+    """What an interruption left: a resumable partial store, or nothing written yet."""
+    if args.command in _INTERRUPTED:
+        return _INTERRUPTED[args.command]
+    from .io.zarr import PARTIAL_SUFFIX
+
+    out = Path(str(getattr(args, "out", "") or ""))
+    if out.name and out.with_name(out.name + PARTIAL_SUFFIX).exists():
+        return _RESUMES
+    return "nothing was written yet: the same command starts afresh"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 on success, 2 on a user error, 130/143 on SIGINT/SIGTERM).
 
@@ -259,8 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, _Terminated)
-        print(f"geonp: interrupted{' by SIGTERM' if terminated else ''} ({_INTERRUPTED.get(args.command, _RESUMES)})",
-              file=sys.stderr)
+        print(f"geonp: interrupted{' by SIGTERM' if terminated else ''} ({_interrupted_note(args)})", file=sys.stderr)
         return 143 if terminated else 130
     return 0
 

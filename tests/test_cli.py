@@ -786,6 +786,18 @@ def test_cli_fit__interrupt_says_nothing_was_saved(nc, tmp_path, capsys, monkeyp
     assert not (tmp_path / "m.geonp").exists()
 
 
+def test_cli_infill__interrupt_before_the_write_says_nothing_was_written(nc, tmp_path, capsys, monkeypatch):
+    """Ctrl-C while computing an in-memory result (no partial store yet) does not promise a resume."""
+    import geonp.api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(geonp.api, "infill", interrupted)
+    assert main(["infill", str(nc), "--out", str(tmp_path / "o.zarr"), "--quiet"]) == 130
+    assert capsys.readouterr().err == "geonp: interrupted (nothing was written yet: the same command starts afresh)\n"
+
+
 def test_cli_infill__all_nan_output_is_said_in_the_summary(nc, tmp_path, capsys, monkeypatch):
     """An output that is NaN everywhere (targets far from the data) says so in its one-line summary."""
     import geonp.api
