@@ -464,6 +464,13 @@ def test_to_zarr_appends_history(tmp_path):
     lines = back.attrs["history"].splitlines()
     assert lines[0] == "made by hand" and lines[1].endswith("wrote h.zarr") and len(lines) == 2
     assert back.attrs["Conventions"] == "CF-1.6"
+    # a history passed in attrs= is added to the dataset's own, not put in its place
+    mine = xr.open_zarr(to_zarr(ds, tmp_path / "m.zarr", progress=False, attrs={"history": "my step"}))
+    lines = mine.attrs["history"].splitlines()
+    assert lines[:2] == ["made by hand", "my step"] and lines[2].endswith("wrote m.zarr") and len(lines) == 3
+    whole = ds.attrs["history"] + "\nmy step"  # or the whole history, extended by the caller
+    again = xr.open_zarr(to_zarr(ds, tmp_path / "w.zarr", progress=False, attrs={"history": whole}))
+    assert again.attrs["history"].splitlines()[:2] == ["made by hand", "my step"]
 
 
 def test_to_zarr_refuses_existing_then_overwrites(tmp_path):

@@ -94,7 +94,8 @@ def to_zarr(
         ``.zmetadata``, ``.zarray`` or ``zarr.json``): a file or another directory is never replaced. The
         old store is removed only once the new one is complete.
     attrs : Mapping, optional
-        Provenance to add to the global attributes (geonp version, model name, checkpoint hash, ...).
+        Provenance to add to the global attributes (geonp version, model name, checkpoint hash, ...);
+        a ``history`` here is added to the dataset's own history lines, not put in their place.
     progress : bool, default True
         Show a progress bar of the regions on stderr.
     history : str, optional

@@ -46,13 +46,22 @@ def attr_value(value: Any) -> Any:
 
 
 def _global_attrs(existing: Mapping[str, Any], attrs: Mapping[str, Any] | None, history: str) -> dict:
-    """Global attributes with ``Conventions``, the caller's provenance and a new ``history`` line."""
+    """Global attributes with ``Conventions``, the caller's provenance and a new ``history`` line.
+
+    A ``history`` among ``attrs`` is added to the dataset's own (the lines of how it was made), not
+    put in their place, unless it already starts with them.
+    """
     out = {str(k): attr_value(v) for k, v in existing.items()}
     out.setdefault("Conventions", CONVENTIONS)
-    out.update({str(k): attr_value(v) for k, v in (attrs or {}).items()})
+    extra = {str(k): attr_value(v) for k, v in (attrs or {}).items()}
+    previous = str(out.get("history", "")).rstrip("\n")
+    given = str(extra.pop("history", "")).rstrip("\n")
+    if given and not given.startswith(previous):
+        given = f"{previous}\n{given}" if previous else given
+    previous = given or previous
+    out.update(extra)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     line = f"{stamp} geonp {_geonp_version()}: {history}"
-    previous = str(out.get("history", "")).rstrip("\n")
     out["history"] = f"{previous}\n{line}" if previous else line
     return out
 
