@@ -214,6 +214,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         return members.split(partial(_forecast, part=True, **members.drop_chunks(options, layout.extra_dims)), obj,
                              var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
+    timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
     kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),

@@ -119,7 +119,7 @@ class FarFromDataWarning(UserWarning):
 
 
 class ShortHistoryWarning(UserWarning):
-    """A forecast starts from an initial time with a single frame of history."""
+    """A forecast starts from an initial time with a single frame of history, or from a frame without observations."""
 
 
 class UnvalidatedStepWarning(UserWarning):

@@ -217,6 +217,33 @@ def warn_short_history(times: np.ndarray, inits: np.ndarray) -> None:
             ShortHistoryWarning, stacklevel=4)
 
 
+#: at most this many initial frames are read to check they hold observations (a bounded read)
+EMPTY_INIT_CHECK = 32
+
+
+def warn_empty_init(values, time_dim: str, times: np.ndarray, inits: np.ndarray) -> None:
+    """Warn when an initial frame holds no observation (data not yet arrived, say): the forecast starts earlier.
+
+    ``values`` is the variable (lazy or not); only the initial frames are read, and only up to
+    :data:`EMPTY_INIT_CHECK` of them.
+    """
+    if len(inits) > EMPTY_INIT_CHECK:
+        return
+    frames = values.isel({time_dim: np.asarray(inits)})
+    seen = np.asarray(frames.notnull().any([d for d in frames.dims if d != time_dim]).values)
+    if seen.all():
+        return
+    empty = np.asarray(inits)[~seen]
+    last, lo = int(empty.max()), max(0, int(empty.max()) - 48)  # the last observed frame within two days before
+    window = values.isel({time_dim: slice(lo, last + 1)})
+    has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)
+    hint = f" The last observed time before it is {times[lo + np.flatnonzero(has)[-1]]}." if has.any() else ""
+    warnings.warn(
+        f"init_time {', '.join(str(times[i]) for i in empty[:3])} has no observed value: the forecast starts from "
+        f"the frames before it, without persistence.{hint} Pass init_time= an observed time to start from the data.",
+        ShortHistoryWarning, stacklevel=4)
+
+
 def parse_duration(value: float | int | str | None) -> float | None:
     """Seconds from ``600``, ``"90s"``, ``"10min"``, ``"1.5h"`` (``None`` stays ``None``).
 

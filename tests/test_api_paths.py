@@ -6,6 +6,7 @@ Added after an audit of issue 3's contract against the tests (2026-11-26); the m
 
 
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
@@ -178,3 +179,16 @@ def test_a_dem_passed_for_a_variable_named_elevation_is_its_covariate():
     out = ds.np.infill("elevation", covariates=dem)
     assert set(out.data_vars) == {"elevation_mean", "elevation_std", "elevation_filled"}
     assert np.abs(out.elevation_mean.values - dem.values)[np.isnan(v)].mean() < 20.0  # the DEM's own values, ±5 m noise
+
+
+def test_forecast_from_a_frame_without_observations_warns(full):
+    """The default init (the last step) with no data yet: a warning naming the last observed time."""
+    late = full.copy()
+    late["t2m"] = full.t2m.where(full.time < full.time[-2])
+    with pytest.warns(geonp.ShortHistoryWarning, match=r"has no observed value.*The last observed time before it is "
+                                                        r"2019-03-01T01:00"):
+        out = late.np.forecast("t2m", hours=1, calibrate=False)
+    assert out.t2m_mean.notnull().any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.ShortHistoryWarning)
+        late.np.forecast("t2m", hours=1, calibrate=False, init_time=full.time.values[1])
