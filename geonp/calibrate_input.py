@@ -12,7 +12,6 @@ does, reuses it). ``calibrate="auto"`` decides with :func:`calibration_inits` (f
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import OrderedDict
 
 import dask
@@ -22,7 +21,7 @@ import xarray as xr
 from dask.delayed import Delayed
 
 from . import geo
-from .errors import ConfigError, NoDataError, UnvalidatedStepWarning
+from .errors import ConfigError, NoDataError, UnvalidatedStepWarning, warn_user
 from .fitting import MAX_LEAD, fit_model
 from .model import Model, check_settings, default_settings
 from .normalise import Normaliser
@@ -101,11 +100,11 @@ def warn_uncalibrated_seasonal(model, calibration: Delayed | None, kind: str) ->
     calibration's damped blend scores 2.30.
     """
     if kind == "seasonal" and calibration is None and shipped_name(model) is not None:
-        warnings.warn("forecasting departures from the annual cycle with the shipped weights uncalibrated "
+        warn_user("forecasting departures from the annual cycle with the shipped weights uncalibrated "
                       "(calibrate=False, or too little history): the network alone is worse than the cycle itself "
                       "(monthly Colorado tmax: 2.88 degC at +1 month against the cycle's 2.44; calibrated 2.30). "
                       "Leave calibrate='auto' with a few initial times of history before the first one.",
-                      UnvalidatedStepWarning, stacklevel=4)
+                      UnvalidatedStepWarning)
 
 
 def note(model: Model, calibration: Delayed | None, how: str) -> str:

@@ -7,6 +7,10 @@ Messages say what was found, what was expected and how to fix it.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 __all__ = [
     "GeonpError",
     "InvalidBatchError",
@@ -124,3 +128,17 @@ class ShortHistoryWarning(UserWarning):
 
 class UnvalidatedStepWarning(UserWarning):
     """A forecast with shipped weights on daily or longer steps, where they have not been validated."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first caller outside geonp (the user's line, not geonp's).
+
+    Inside a dask task no user frame is on the stack; the warning then names the outermost frame.
+    """
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else level - 1)

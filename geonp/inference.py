@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from .data.tasks import (
     infill_tasks,
     nearest_distance,
 )
-from .errors import ConfigError, FarFromDataWarning, NoContextWarning
+from .errors import ConfigError, FarFromDataWarning, NoContextWarning, warn_user
 from .models import Batch, NeuralProcess, model_from_config
 from .normalise import Normaliser
 
@@ -202,13 +201,11 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None) -> 
     real = [i for i, t in enumerate(tasks) if t is not None]
     empty = sum(len(places[i]) for i, t in enumerate(tasks) if t is None)
     if empty:
-        warnings.warn(
+        warn_user(
             f"{empty} of {n_out} frames of a block have no observation within their window "
             f"({n_tgt} points each; targets far from all the data get none): their mean and std are NaN. Widen "
             "time_window= (or context_frames=), or halo= or tile= (a small tile inside a large gap sees no data), "
-            "to predict them.", NoContextWarning,
-            stacklevel=2,
-        )
+            "to predict them.", NoContextWarning)
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
         if floors is not None and floors[i] is not None:
@@ -237,12 +234,12 @@ def _far_floors(tasks, gaps) -> list[np.ndarray | None]:
         far_count += 0 if far is None else int(far.sum())
         out.append(np.where(far, float(t.scale), 0.0) if far is not None and far.any() else None)
     if far_count:
-        warnings.warn(
+        warn_user(
             f"targets lie more than {FAR_FROM_DATA_UNITS:g} spacing units (typical distances between observations) "
             "from every observation of their frame (forecasts: of their context frames), farther than the model "
             "was trained on: their std is raised to the spread of the data in their window (a prior's), their mean "
             "is little more than its mean. Predict nearer the data (targets=, a smaller domain) or treat them as "
-            "unconstrained.", FarFromDataWarning, stacklevel=3)
+            "unconstrained.", FarFromDataWarning)
     return out
 
 

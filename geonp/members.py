@@ -11,14 +11,13 @@ values (a missing member, a level below ground) gets NaN predictions and a
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 
 import numpy as np
 import xarray as xr
 
 from . import geo
-from .errors import NoContextWarning, NoDataError
+from .errors import NoContextWarning, NoDataError, warn_user
 
 __all__ = ["drop_chunks", "each", "split"]
 
@@ -79,10 +78,10 @@ def each(run: Callable[[xr.Dataset], xr.Dataset | None], ds: xr.Dataset, var: st
         return None
     empty = [k for k, r in enumerate(results) if r is None]
     if empty:
-        warnings.warn(f"{len(empty)} of {len(parts)} indices of {dim!r} ({_labels(ds, dim, empty)}) have fewer than "
+        warn_user(f"{len(empty)} of {len(parts)} indices of {dim!r} ({_labels(ds, dim, empty)}) have fewer than "
                       f"two observed values of {var!r}; their predictions are NaN. Each index of an extra dim is "
                       "predicted from its own values: select the indices with data (ds.isel) to drop them.",
-                      NoContextWarning, stacklevel=4)
+                      NoContextWarning)
     filled = [_missing(like, part, var) if r is None else r for r, part in zip(results, parts)]
     along = [c for c in ds.coords if dim in ds[c].dims and c != dim and all(c in r.coords for r in filled)]
     out = xr.concat(filled, dim=dim, coords=along, compat="override", join="override", combine_attrs="override")

@@ -7,13 +7,12 @@ missing 29 February is still 24 h. No torch here.
 from __future__ import annotations
 
 import re
-import warnings
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .errors import ConfigError, ShortHistoryWarning, TimeAxisError, UnvalidatedStepWarning
+from .errors import ConfigError, ShortHistoryWarning, TimeAxisError, UnvalidatedStepWarning, warn_user
 
 __all__ = ["is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
            "time_hours", "time_step_hours", "check_regular", "is_monthly",
@@ -210,11 +209,11 @@ def _add_months(times: np.ndarray, anchor, months: np.ndarray) -> np.ndarray:
 def warn_short_history(times: np.ndarray, inits: np.ndarray) -> None:
     """Warn when an initial time is the data's first frame: one frame of history shows no change in time."""
     if int(inits.min()) == 0:
-        warnings.warn(
+        warn_user(
             f"init_time {times[0]} is the first time step of the data: its forecast has one past frame, which "
             "shows no change in time, and its std comes out far too small (about 10 x on ERA5 t2m). Start from a "
             f"later init_time (e.g. {times[min(3, len(times) - 1)]}) so that past frames are the context.",
-            ShortHistoryWarning, stacklevel=4)
+            ShortHistoryWarning)
 
 
 #: at most this many initial frames are read to check they hold observations (a bounded read)
@@ -238,10 +237,10 @@ def warn_empty_init(values, time_dim: str, times: np.ndarray, inits: np.ndarray)
     window = values.isel({time_dim: slice(lo, last + 1)})
     has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)
     hint = f" The last observed time before it is {times[lo + np.flatnonzero(has)[-1]]}." if has.any() else ""
-    warnings.warn(
+    warn_user(
         f"init_time {', '.join(str(times[i]) for i in empty[:3])} has no observed value: the forecast starts from "
         f"the frames before it, without persistence.{hint} Pass init_time= an observed time to start from the data.",
-        ShortHistoryWarning, stacklevel=4)
+        ShortHistoryWarning)
 
 
 def parse_duration(value: float | int | str | None) -> float | None:
@@ -282,13 +281,12 @@ def warn_coarse_step(step_hours: float, monthly: bool) -> None:
     if step_hours < 24:
         return
     what = "monthly" if monthly else f"{step_hours / 24:g}-day"
-    warnings.warn(
+    warn_user(
         f"forecasting {what} steps with the shipped weights and no annual cycle to depart from (reference='none'; "
         "'auto' fits one from two years of history before the first init_time): the network carries the change "
         "over its context frames forward, past the seasonal turning points (monthly Colorado tmax: 4.7 degC at +1 "
         "month against the annual cycle's 2.4). Give more history, score against persistence or climatology on "
-        "your own record first, or fit a model on it (ds.np.fit(task='forecast')).", UnvalidatedStepWarning,
-        stacklevel=4)
+        "your own record first, or fit a model on it (ds.np.fit(task='forecast')).", UnvalidatedStepWarning)
 
 
 def init_indices(times: np.ndarray, init_time) -> np.ndarray:

@@ -186,8 +186,9 @@ def test_forecast_from_a_frame_without_observations_warns(full):
     late = full.copy()
     late["t2m"] = full.t2m.where(full.time < full.time[-2])
     with pytest.warns(geonp.ShortHistoryWarning, match=r"has no observed value.*The last observed time before it is "
-                                                        r"2019-03-01T01:00"):
+                                                        r"2019-03-01T01:00") as rec:
         out = late.np.forecast("t2m", hours=1, calibrate=False)
+    assert rec[0].filename == __file__
     assert out.t2m_mean.notnull().any()
     with warnings.catch_warnings():
         warnings.simplefilter("error", geonp.ShortHistoryWarning)

@@ -41,8 +41,9 @@ def test_a_member_without_gaps_is_predicted_and_one_without_data_is_nan():
     a, _ = field(seed=1)
     complete = a.fillna(float(a.t2m.mean()))
     empty = a.where(a.t2m.isnull())
-    with pytest.warns(NoContextWarning, match=r"1 of 3 indices of 'member' \(member=3\) have fewer than two"):
+    with pytest.warns(NoContextWarning, match=r"1 of 3 indices of 'member' \(member=3\) have fewer than two") as rec:
         out = _members(a, complete, empty).np.infill("t2m")
+    assert rec[0].filename == __file__  # attributed to the caller's line, not to geonp's
     np.testing.assert_array_equal(out.t2m_mean.sel(member=1).values, a.np.infill("t2m").t2m_mean.values)
     assert np.isfinite(out.t2m_mean.sel(member=2).values).all() and np.isfinite(out.t2m_std.sel(member=2).values).all()
     np.testing.assert_array_equal(out.t2m_filled.sel(member=2).values, complete.t2m.values)

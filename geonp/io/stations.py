@@ -8,7 +8,6 @@ from __future__ import annotations
 import pyproj  # noqa: F401  isort: skip  (before cfgrib can load eccodes; see geonp/__init__.py)
 
 import re
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..errors import CRSError, DataFormatError
+from ..errors import CRSError, DataFormatError, warn_user
 from .crs import write_crs
 
 __all__ = ["open_csv"]
@@ -146,11 +145,11 @@ def _day_first(column: pd.Series, dayfirst: bool | None, path: Path) -> bool:
         return bool((first > 12).any() and not (second > 12).any())
     if (first != second).any():
         example = column.dropna().astype(str).iloc[int(np.argmax((first != second).to_numpy()))]
-        warnings.warn(
+        warn_user(
             f"{path.name!r}: time column {column.name!r} has dates like {example!r} that read either way (day/month "
             "or month/day); they are read month first, as pandas does. Pass dayfirst=True to "
             "geonp.open_dataset (CLI --dayfirst) if the day comes first, or dayfirst=False to silence this.",
-            UserWarning, stacklevel=4)
+            UserWarning)
     return False
 
 
@@ -307,13 +306,13 @@ def _warn_sentinels(df: pd.DataFrame, columns: Sequence[Any], path: Path) -> Non
             far = others.size == 0 or np.min(np.abs(others - sentinel)) > 0.1 * abs(sentinel)
             if count >= 2 and far:
                 name = str(column)
-                warnings.warn(
+                warn_user(
                     f"{path.name!r}: column {name!r} has {count} values of {sentinel:g}, far from its other "
                     f"values; this looks like a missing-value marker, but it is read as data. Mask it with "
                     f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {sentinel:g}), or pass "
                     f"na_values=[{sentinel:g}] to geonp.open_dataset (CLI: --na-values {sentinel:g}), or leave those "
                     "cells empty in the file.",
-                    UserWarning, stacklevel=4)
+                    UserWarning)
 
 
 def _station_table_to_dataset(df: pd.DataFrame, found: dict[str, str | None], path: Path) -> xr.Dataset:
