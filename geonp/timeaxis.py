@@ -316,13 +316,20 @@ def _as_time(value, times: np.ndarray):
     try:
         if not is_time(times) or np.issubdtype(times.dtype, np.datetime64):
             return pd.Timestamp(value).to_datetime64()
-        if isinstance(value, str):
-            import cftime
+        import cftime
 
-            text = value.replace("T", " ")
-            return cftime.datetime.strptime(text, "%Y-%m-%d %H:%M" if ":" in text else "%Y-%m-%d",
-                                            calendar=times[0].calendar)
-        return value
+        calendar = times[0].calendar
+        if isinstance(value, str):
+            text = value.strip().replace("T", " ")
+            formats = {0: "%Y-%m-%d", 1: "%Y-%m-%d %H:%M", 2: "%Y-%m-%d %H:%M:%S"}
+            text = text.split(".")[0] if text.count(":") == 2 else text  # fractional seconds: the step is coarser
+            return cftime.datetime.strptime(text, formats[min(text.count(":"), 2)], calendar=calendar)
+        if isinstance(value, cftime.datetime) and value.calendar == calendar:
+            return value
+        # another date (datetime, np.datetime64, pd.Timestamp, cftime in another calendar): the same calendar date
+        # and clock time in the data's calendar (its hours since 1970 would shift by the leap days one calendar lacks)
+        t = value if isinstance(value, cftime.datetime) else pd.Timestamp(value)
+        return cftime.datetime(t.year, t.month, t.day, t.hour, t.minute, t.second, calendar=calendar)
     except (ValueError, TypeError) as exc:
         calendar = getattr(times[0], "calendar", None) if len(times) else None
         where = f" of the data's {calendar!r} calendar" if calendar else ""

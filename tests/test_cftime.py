@@ -2,7 +2,10 @@
 
 import pyproj  # noqa: F401  isort: skip
 
+import datetime
+
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -130,3 +133,13 @@ def test_monthly_station_forecast_labels_calendar_months():
     same = ds.np.forecast("tmax", hours=3 * timeaxis.time_step_hours(t.values), init_time=["1990-01-01"],
                           calibrate=False)
     np.testing.assert_array_equal(same.tmax_mean.values[0], fc.tmax_mean.values[0])
+
+
+@pytest.mark.parametrize("init", [np.datetime64("2003-02-28"), pd.Timestamp("2003-02-28"),
+                                  datetime.datetime(2003, 2, 28), "2003-02-28T00:00:00", "2003-02-28 00:00:00",
+                                  "2003-02-28T00:00:00.000", cftime.DatetimeGregorian(2003, 2, 28)])
+def test_init_time_as_a_date_is_read_in_the_data_calendar(init):
+    """A standard date names the same calendar day on a noleap axis (not the day its hours since 1970 fall on)."""
+    days = np.asarray(xr.date_range("2001-01-01", periods=3 * 365, freq="D", calendar="noleap", use_cftime=True))
+    (i,) = timeaxis.init_indices(days, init)
+    assert days[i] == cftime.DatetimeNoLeap(2003, 2, 28)
