@@ -173,7 +173,7 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
         sel = []
         for axis in range(2):
             hit = np.flatnonzero(grid.any(axis=1 - axis))
-            sel.append(slice(int(hit.min()), int(hit.max()) + 1) if len(hit) else slice(0, 0))
+            sel.append(_span(hit, src.shape[axis], periodic=frame is None))
         sel = tuple(sel)
         ctx_idx = np.arange(src.size).reshape(src.shape)[sel].reshape(-1)
     else:
@@ -196,6 +196,24 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
     if len(reach_idx) != len(tile_idx) and not problem.fill_gaps:  # a part of the tile: the whole decides
         meta["reach_xy"] = km_of(tgt, reach_idx) / unit         # the coarsening (inference._deepest_gaps)
     return sel, meta
+
+
+def _span(hit: np.ndarray, n: int, periodic: bool) -> slice | np.ndarray:
+    """The rows (or columns) ``hit`` of an axis of ``n`` as one run: a slice, or indices across the wrap.
+
+    On global data (``periodic``) the longitude axis closes on itself: a window at the array's edge
+    hits its first and its last columns. Its run then crosses the wrap (the columns from after the
+    largest gap in ``hit`` round to before it, as an index array), not the whole axis between them.
+    """
+    if not len(hit):
+        return slice(0, 0)
+    lo, hi = int(hit.min()), int(hit.max())
+    if periodic and len(hit) > 1:
+        gaps = np.diff(np.append(hit, hit[0] + n))  # the last gap runs across the wrap
+        k = int(np.argmax(gaps))
+        if k < len(hit) - 1 and n - gaps[k] + 1 < hi - lo + 1:  # a shorter run across the wrap
+            return np.arange(hit[k + 1], hit[k] + n + 1) % n
+    return slice(lo, hi + 1)
 
 
 def prediction_groups(tiles: np.ndarray, members: list[np.ndarray],

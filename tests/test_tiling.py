@@ -122,3 +122,40 @@ def test_targets__chunks_that_cut_a_tile_deep_in_a_hole_give_the_same_numbers():
         part = st.np.infill("t2m", targets=targets, tile=2.0, halo=1.0, chunks=chunks)
         np.testing.assert_allclose(part.t2m_mean.compute(), whole.t2m_mean, atol=2e-4)
         np.testing.assert_allclose(part.t2m_std.compute(), whole.t2m_std, atol=2e-4)
+
+
+def test_span__a_window_at_the_edge_of_a_global_axis_wraps():
+    from geonp.tiling import _span
+
+    np.testing.assert_array_equal(_span(np.array([0, 1, 2, 70, 71]), 72, periodic=True), [70, 71, 0, 1, 2])
+    assert _span(np.array([0, 1, 2, 70, 71]), 72, periodic=False) == slice(0, 72)  # a regional axis does not wrap
+    assert _span(np.array([5, 6, 7]), 72, periodic=True) == slice(5, 8)
+    assert _span(np.arange(72), 72, periodic=True) == slice(0, 72)  # a polar window takes every column
+    assert _span(np.array([], dtype=int), 72, periodic=True) == slice(0, 0)
+
+
+def test_global_grid__windows_at_the_edge_of_the_array_wrap_round(monkeypatch):
+    """On a global grid a window at the array's first or last columns takes the columns across the wrap.
+
+    It took every column between them (the whole circle of its latitudes: 2.4 × the points of an
+    interior window), so the edge longitudes were predicted from windows all round the globe and
+    the longitude convention (0..360 or −180..180) moved a hole at the edge by 1.2 K.
+    """
+    import geonp.tiling
+
+    sizes, real = [], geonp.tiling.window
+
+    def recording(problem, *args, **kwargs):
+        sel, meta = real(problem, *args, **kwargs)
+        sizes.append(len(meta["ctx_lon"]))
+        return sel, meta
+
+    monkeypatch.setattr(geonp.tiling, "window", recording)
+    lat, lon = np.arange(-42.5, 45.0, 5.0), np.arange(0.0, 360.0, 5.0)  # no polar rows
+    la, lo = np.deg2rad(np.meshgrid(lat, lon, indexing="ij"))
+    truth = 280.0 + 3.0 * np.cos(la) * np.cos(lo) + np.sin(la)
+    observed = np.where(np.random.default_rng(0).random(truth.shape) < 0.3, truth, np.nan)
+    ds = xr.Dataset({"tas": (("lat", "lon"), observed, {"units": "K"})}, coords={"lat": lat, "lon": lon})
+    out = ds.np.infill("tas", land="none")
+    assert len(sizes) >= 3 and max(sizes) <= 1.5 * np.median(sizes)
+    assert np.isfinite(out.tas_mean.values).all()
