@@ -52,6 +52,8 @@ def check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
             values = np.asarray(c.values, dtype=np.float64)
             if layout.geographic and name == layout.x:
                 _check_contiguous_longitude(values, name)
+                if layout.var != "__target__":  # targets may repeat a meridian (a cyclic column to plot)
+                    _check_repeated_meridian(values, name)
                 values = np.rad2deg(np.unwrap(np.deg2rad(values)))  # a grid across the dateline is monotonic here
             _check_monotonic(values, name)
     if not layout.is_grid:
@@ -101,6 +103,19 @@ def _check_contiguous_longitude(values: np.ndarray, name: str) -> None:
             "order, or across 180° in -180..180 order), so neighbouring columns are not neighbours on the "
             f"ground. Put the columns in geographic order first, e.g. ds.roll({name}=-{jump + 1}, roll_coords=True) "
             f"or ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180).sortby({name!r}).")
+
+
+def _check_repeated_meridian(values: np.ndarray, name: str) -> None:
+    """Refuse a longitude axis that holds one meridian twice (0 and 360, or -180 and 180): a cyclic column."""
+    wrapped = np.round(np.mod(values, 360.0), 9) % 360.0
+    _, first, counts = np.unique(wrapped, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        i = int(first[np.argmax(counts > 1)])
+        twice = values[np.flatnonzero(wrapped == wrapped[i])]
+        raise CoordinateError(
+            f"longitude {name!r} holds the meridian {wrapped[i]:g}° twice ({', '.join(f'{v:g}' for v in twice)}): "
+            "a cyclic column repeated at the end of a global grid; expected each meridian once. Drop the repeat, "
+            f"e.g. ds.isel({name}=slice(None, -1)).")
 
 
 def _check_monotonic(values: np.ndarray, name: str) -> None:

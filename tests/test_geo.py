@@ -120,6 +120,16 @@ def test_sorted_longitudes_whose_ends_meet_in_the_middle():
     geo.describe(grid(lon=[0, 60, 120, 180, 240, 300, 359]))  # a coarse global grid has no such jump
 
 
+@pytest.mark.parametrize("lon, twice", [(list(range(0, 361, 60)), "0, 360"), ([-180, -120, -60, 0, 60, 120, 180],
+                                                                              "-180, 180")])
+def test_a_meridian_held_twice_is_refused(lon, twice):
+    """A cyclic column (0 and 360, -180 and 180) is one meridian twice: its two copies were predicted apart."""
+    with pytest.raises(CoordinateError, match=f"holds the meridian .* twice \\({twice}\\).*isel\\(longitude=slice"):
+        geo.describe(grid(lon=lon))
+    targets = xr.Dataset(coords={"latitude": [50.0, 51.0], "longitude": np.asarray(lon, dtype=float)})
+    assert geo.describe_targets(targets)[1].x == "longitude"  # targets may: a cyclic column to plot
+
+
 def test_duplicate_times():
     ds = grid()
     ds = ds.assign_coords(time=[ds.time.values[0]] * 3)
