@@ -29,7 +29,7 @@ from .geo import Layout
 from .inference import ModelPayload, forecast_block, infill_block
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
-from .surface import find_land
+from .surface import COASTLINE, find_land, land_like_source
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
 
 #: a record with more frames than this is planned (observed fraction, spread) from this many evenly spaced frames
@@ -155,6 +155,8 @@ def build_problem(
         if frame is not None and frame.kind == "projected" and tlayout.crs_wkt != layout.crs_wkt:
             tframe = None  # transform targets through lon/lat into the data's CRS below
         target = space_of(tds, tlayout, tframe)
+        if target.land is not None and COASTLINE == tlayout.land == layout.land:  # as the source's, for its trend
+            target.land = land_like_source(target.lon, target.lat, source.lon, source.lat, source.shape)
         if frame is not None and target.km is None:
             import pyproj
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["TABLE_PATH", "land_fraction_at", "land_fraction_smooth", "grid_land_fraction", "station_land_fraction",
-           "MAX_SAMPLES", "STATION_RADIUS_KM"]
+           "footprint_land_fraction", "grid_steps", "MAX_SAMPLES", "STATION_RADIUS_KM"]
 
 TABLE_PATH = Path(__file__).resolve().parent / "static" / "land_fraction.npz"
 #: most sample points per axis of one grid cell (a cell of 0.45° or more is sampled 9 × 9 times)
@@ -85,12 +85,30 @@ def grid_land_fraction(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)
+    return footprint_land_fraction(lon, lat, *[(_wrapped_gradient(lon, axis, 360.0), _wrapped_gradient(lat, axis, None))
+                                               for axis in (0, 1)])
+
+
+def grid_steps(lon: np.ndarray, lat: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median ``(dlon, dlat)`` (degrees) of one step along each axis of a grid ``[ny, nx]``: its cell's two sides."""
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    return tuple((float(np.median(_wrapped_gradient(lon, axis, 360.0))), float(np.median(_wrapped_gradient(lat, axis,
+                                                                                                            None))))
+                 for axis in (0, 1))
+
+
+def footprint_land_fraction(lon: np.ndarray, lat: np.ndarray, side_a, side_b) -> np.ndarray:
+    """Land fraction of the parallelogram about each point spanned by ``side_a`` and ``side_b``.
+
+    Each side is ``(dlon, dlat)`` in degrees, a number or an array like ``lon``; the footprint is
+    sampled every ~0.05° (1 to :data:`MAX_SAMPLES` points per side) in the bundled table.
+    """
     steps = []
-    for axis in (0, 1):
-        dlon = _wrapped_gradient(lon, axis, 360.0)
-        dlat = _wrapped_gradient(lat, axis, None)
+    for dlon, dlat in (side_a, side_b):
+        dlon, dlat = np.broadcast_to(dlon, np.shape(lon)), np.broadcast_to(dlat, np.shape(lon))
         # table cells crossed by one step (the table is regular in degrees, so degrees count, not km)
-        extent = float(np.median(np.maximum(np.abs(dlon), np.abs(dlat)))) if lon.size else 0.0
+        extent = float(np.median(np.maximum(np.abs(dlon), np.abs(dlat)))) if np.size(lon) else 0.0
         n = int(np.clip(np.ceil(extent / _STEP_DEG - 1e-9), 1, MAX_SAMPLES))
         offsets = (np.arange(n) + 0.5) / n - 0.5  # centres of n equal parts of the cell: 5 parts of 0.05° at 0.25°
         steps.append((offsets, dlon, dlat))

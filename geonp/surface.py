@@ -18,7 +18,7 @@ import re
 import numpy as np
 import xarray as xr
 
-from .coastline import grid_land_fraction, station_land_fraction
+from .coastline import footprint_land_fraction, grid_land_fraction, grid_steps, station_land_fraction
 from .errors import ConfigError, CoordinateError, VariableNotFoundError
 from .trend import smooth_grid
 
@@ -143,6 +143,25 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
     if len(layout.space_dims) == 2:
         values = smooth_grid(values, LAND_SMOOTH_CELLS)
     return values.reshape(-1)
+
+
+def land_like_source(lon: np.ndarray, lat: np.ndarray, source_lon: np.ndarray, source_lat: np.ndarray,
+                     source_shape: tuple[int, ...]) -> np.ndarray:
+    """The bundled land fraction at points ``lon``/``lat`` ``[P]`` measured as the source's own was.
+
+    A land trend is fitted on the source points' land fractions, so a target (``targets=``) must get
+    its own the same way, whatever the targets' spacing: around a station source, a station's disk;
+    on a grid source, a box of the source's cell smoothed as :func:`find_land` smooths it (the
+    variance-matched box, ``sqrt(1 + 12 σ²)`` cells on a side). A coarse target grid measured over
+    its own cells would give a point far out at sea the land of a cell 90° wide, and make each
+    target's prediction depend on the other targets.
+    """
+    lon, lat = np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+    if len(source_shape) == 1:
+        return station_land_fraction(lon, lat)
+    sides = grid_steps(np.reshape(source_lon, source_shape), np.reshape(source_lat, source_shape))
+    width = float(np.sqrt(1.0 + 12.0 * LAND_SMOOTH_CELLS**2))
+    return footprint_land_fraction(lon, lat, *[(width * dlon, width * dlat) for dlon, dlat in sides])
 
 
 def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None, var: str | None = None) -> str | None:

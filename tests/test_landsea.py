@@ -207,3 +207,26 @@ def test_make_task__fits_the_land_trend_only_where_the_values_follow_the_coast()
     assert plain.offset is None  # a gradient alone: no land trend, the network follows it
     coast_task = make_task(norm, xy, gradient + 3.0 * land, None, None, xt, None, None, lc=land, lt=lt)
     assert coast_task.offset is not None and coast_task.offset[1] - coast_task.offset[0] > 2.0
+
+
+def test_targets_get_the_bundled_land_fraction_as_the_source_did():
+    """A target point's land fraction (and so its prediction) does not depend on the other targets.
+
+    Measured over the target grid's own cells, (0°, 90°E) in the Indian Ocean got the land of a cell
+    90° wide when a second target sat at 0° (0.33), and its prediction moved by 2.4 K.
+    """
+    from geonp.surface import land_like_source
+
+    lat, lon = np.arange(-87.5, 90.0, 5.0), np.arange(0.0, 360.0, 5.0)
+    la, lo = np.deg2rad(np.meshgrid(lat, lon, indexing="ij"))
+    truth = 280.0 + 3.0 * np.cos(la) * np.cos(lo) + np.sin(la)
+    observed = np.where(np.random.default_rng(0).random(truth.shape) < 0.5, truth, np.nan)
+    ds = xr.Dataset({"tas": (("lat", "lon"), observed, {"units": "K"})}, coords={"lat": lat, "lon": lon})
+    shape = truth.shape
+    src_lon, src_lat = np.broadcast_to(lon, shape).reshape(-1), np.broadcast_to(lat[:, None], shape).reshape(-1)
+    alone = land_like_source(np.array([90.0]), np.array([0.0]), src_lon, src_lat, shape)
+    both = land_like_source(np.array([0.0, 90.0]), np.array([0.0, 0.0]), src_lon, src_lat, shape)
+    assert alone[0] == both[1] < 0.05  # open sea, whatever the other targets
+    one = ds.np.infill("tas", targets=xr.Dataset(coords={"lat": [0.0], "lon": [90.0]}))
+    two = ds.np.infill("tas", targets=xr.Dataset(coords={"lat": [0.0], "lon": [0.0, 90.0]}))
+    np.testing.assert_allclose(one.tas_mean.values[0, 0], two.tas_mean.values[0, 1], atol=2e-3)
