@@ -87,6 +87,11 @@ def _refuse_longitude(lon: np.ndarray, name: str) -> None:
             f"region across 0° counted on from 360). Bring them into -180..180 first, e.g. "
             f"ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180).sortby({name!r}), or drop the repeated "
             f"columns, e.g. ds.sel({name}=ds.{name} < 360).")
+    if lon.min() >= -360.0 and lon.max() <= 360.0:
+        raise CoordinateError(
+            f"{found} They look like degrees counted from another meridian (a tripolar ocean grid's -280..80, or "
+            f"-360..0). Bring them into -180..180 first, e.g. ds.assign_coords({name}=(ds.{name} + 180) % 360 - 180) "
+            f"(and .sortby({name!r}) for a 1-D axis).")
     raise CoordinateError(f"{found} Convert radians or projected metres to degrees first.")
 
 

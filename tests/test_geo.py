@@ -90,6 +90,8 @@ def test_longitude_out_of_range():
         geo.describe(grid(lon=[100, 200, 300, 400, 500, 600, 700]))
     with pytest.raises(CoordinateError, match=r"from -1000 to 2000.*Convert radians or projected metres"):
         geo.describe(grid(lon=[-1000, 0, 500, 1000, 1500, 1800, 2000]))
+    with pytest.raises(CoordinateError, match=r"from -280 to 80.*counted from another meridian.*tripolar"):
+        geo.describe(grid(lon=[-280, -220, -160, -100, -40, 20, 80]))
 
 
 def test_longitudes_running_past_360_are_named_as_such():
