@@ -290,7 +290,7 @@ def warn_coarse_step(step_hours: float, monthly: bool) -> None:
 
 
 def init_indices(times: np.ndarray, init_time) -> np.ndarray:
-    """Indices of ``init_time`` (one time or several; ``None``: the last step) on the axis ``times``.
+    """Indices of ``init_time`` (one time or several; ``None``: the last step) on the axis ``times``, in time order.
 
     Raises
     ------
@@ -308,7 +308,7 @@ def init_indices(times: np.ndarray, init_time) -> np.ndarray:
                             "pick times that are in the data.")
     if len(set(idx.tolist())) != len(idx):
         raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
-    return idx
+    return np.sort(idx)  # the output's init_time axis runs forward in time, whatever order they were given in
 
 
 def _as_time(value, times: np.ndarray):

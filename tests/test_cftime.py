@@ -143,3 +143,8 @@ def test_init_time_as_a_date_is_read_in_the_data_calendar(init):
     days = np.asarray(xr.date_range("2001-01-01", periods=3 * 365, freq="D", calendar="noleap", use_cftime=True))
     (i,) = timeaxis.init_indices(days, init)
     assert days[i] == cftime.DatetimeNoLeap(2003, 2, 28)
+
+
+def test_init_times_come_out_in_time_order():
+    days = np.asarray(xr.date_range("2001-01-01", periods=30, freq="D", calendar="noleap", use_cftime=True))
+    np.testing.assert_array_equal(timeaxis.init_indices(days, ["2001-01-20", "2001-01-10"]), [9, 19])
