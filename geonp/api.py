@@ -24,9 +24,11 @@ from . import reference as references
 from .chunked import build_problem, chunk_sizes, lazy_forecast, lazy_infill, observed_stats
 from .errors import (
     ConfigError,
+    MissingCovariateWarning,
     ModelMismatchError,
     NoDataError,
     TimeAxisError,
+    warn_user,
 )
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
@@ -113,6 +115,10 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "
                                  "coordinate to the targets (e.g. targets.assign_coords(elevation=...)).")
+    if target is not None and layout.elevation is not None and target[1].elevation is None and not part:
+        warn_user(f"{layout.var!r} has an elevation ({layout.elevation!r}) but targets= has none: the predictions "
+                  "at the targets leave the elevation out (its trend too). Give the targets an elevation coordinate "
+                  "(a DEM on their grid: targets.assign_coords(elevation=dem)).", MissingCovariateWarning)
     if layout.extra_dims:
         if not part:
             _plan(ds, layout, m, "infill", target)  # the whole refuses what a single problem would

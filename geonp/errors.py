@@ -31,6 +31,7 @@ __all__ = [
     "DataFormatError",
     "InputNotFoundError",
     "NoContextWarning",
+    "MissingCovariateWarning",
     "ShortHistoryWarning",
     "UnvalidatedStepWarning",
 ]
@@ -120,6 +121,10 @@ class NoContextWarning(UserWarning):
 
 class FarFromDataWarning(UserWarning):
     """Some targets lie farther from the data than the weights have seen; their std was raised to the prior's."""
+
+
+class MissingCovariateWarning(UserWarning):
+    """The data have a covariate (an elevation) that ``targets=`` lacks, so predictions there leave it out."""
 
 
 class ShortHistoryWarning(UserWarning):

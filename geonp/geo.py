@@ -24,7 +24,7 @@ import xarray as xr
 from . import timeaxis
 from .coordinates import check_coordinates
 from .errors import CoordinateError, CRSError, GeonpError, VariableNotFoundError, VariableTypeError
-from .surface import LAND_OPTIONS, elevation_name, find_elevation, land_name
+from .surface import ELEVATION_NAMES, ELEVATION_STANDARD_NAMES, LAND_OPTIONS, elevation_name, find_elevation, land_name
 
 __all__ = [
     "Layout",
@@ -355,8 +355,18 @@ def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tup
 
 
 def _target_points(targets: xr.Dataset) -> xr.Dataset:
-    """The targets' coordinates (and CRS) with a ``__target__`` variable of zeros on their space dims."""
+    """The targets' coordinates (and CRS) with a ``__target__`` variable of zeros on their space dims.
+
+    A data variable that is an elevation by name or standard name (a DEM opened from a GeoTIFF) is
+    kept as a coordinate: it is the targets' elevation. The space dims follow the order of the
+    targets' data variables (a raster's ``(y, x)``), not of their coordinates.
+    """
     coords = xr.Dataset(coords={k: v for k, v in targets.coords.items()})
+    for name, v in targets.data_vars.items():
+        if v.ndim >= 1 and name not in coords.coords and (
+                str(name).lower() in ELEVATION_NAMES
+                or str(v.attrs.get("standard_name", "")).lower() in ELEVATION_STANDARD_NAMES):
+            coords = coords.assign_coords({name: v.variable})
     ref = None
     for name, c in coords.coords.items():
         if c.ndim >= 1 and (_is_lat(name, c) or str(name).lower() in ("y", "northing")):
@@ -370,6 +380,9 @@ def _target_points(targets: xr.Dataset) -> xr.Dataset:
         if c.ndim >= 1 and (_is_lat(c.name, c) or _is_lon(c.name, c)
                             or str(c.name).lower() in ("x", "y", "easting", "northing")):
             dims += [d for d in c.dims if d not in dims]
+    like = next((v.dims for v in targets.data_vars.values() if set(dims) <= set(v.dims)), None)
+    if like is not None:
+        dims = [d for d in like if d in dims]
     zeros = xr.DataArray(np.zeros([coords.sizes[d] for d in dims], dtype=np.float32), dims=dims)
     tds = coords.assign(__target__=zeros)
     for k in ("spatial_ref", "crs"):

@@ -25,8 +25,10 @@ from .trend import smooth_grid
 __all__ = ["elevation_name", "find_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0", "COASTLINE",
            "LAND_OPTIONS"]
 
-_ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev", "surface_altitude", "hgt", "z")
-_ELEVATION_STANDARD_NAMES = ("surface_altitude", "height_above_mean_sea_level", "altitude", "height_above_sea_level")
+#: the heights an elevation may take (m): the Dead Sea shore to Everest, with a margin
+MIN_ELEVATION_M, MAX_ELEVATION_M = -500.0, 9000.0
+ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev", "surface_altitude", "hgt", "z")
+ELEVATION_STANDARD_NAMES = ("surface_altitude", "height_above_mean_sea_level", "altitude", "height_above_sea_level")
 _GEOPOTENTIAL_NAMES = ("surface_geopotential", "geopotential_at_surface")
 G0 = 9.80665
 _LAND_NAMES = ("lsm", "land_sea_mask", "landsea_mask", "land_mask", "landmask", "land_fraction", "landfrac", "sftlf")
@@ -183,8 +185,8 @@ def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None, var: str |
         _check_named_elevation(ds, space_dims, name, var)
         found = name
     else:
-        found = _find_named(ds, _ELEVATION_NAMES + _GEOPOTENTIAL_NAMES,
-                            _ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
+        found = _find_named(ds, ELEVATION_NAMES + _GEOPOTENTIAL_NAMES,
+                            ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
                             lambda key, v: key != var and bool(v.dims) and set(v.dims) <= space_dims
                             and np.issubdtype(v.dtype, np.number))
     if found is not None:
@@ -276,8 +278,20 @@ def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
                 f"added back at every station. Look those elevations up, leave those stations out (e.g. "
                 f"ds.where(ds[{layout.elevation!r}].notnull(), drop=True)), or predict without the elevation "
                 f"trend by dropping the coordinate (ds.drop_vars({layout.elevation!r})).")
+        if layout.var == "__target__":
+            raise CoordinateError(f"elevation {layout.elevation!r} of targets= is missing (NaN) at {bad} of "
+                                  f"{values.size} points (a DEM's nodata cells?); expected a value at every target. "
+                                  "Fill them (e.g. with 0 at sea), or leave those points out of targets=.")
         raise CoordinateError(f"elevation {layout.elevation!r} is missing (NaN) at {bad} of {values.size} points "
                               f"of {layout.var!r}'s grid; expected a value at every point. A DEM that "
                               "covers only part of the data, or another grid, leaves holes: pass one on the data's "
                               "own coordinates (e.g. dem.interp_like(ds)), or fill its gaps (e.g. with 0 at sea).")
-    return values * elevation_factor(layout.elevation, v)
+    values = values * elevation_factor(layout.elevation, v)
+    if values.min() < MIN_ELEVATION_M or values.max() > MAX_ELEVATION_M:
+        whose = "targets=" if layout.var == "__target__" else repr(layout.var)
+        raise CoordinateError(
+            f"elevation {layout.elevation!r} of {whose} runs from {values.min():g} to {values.max():g} m; expected "
+            f"heights on the Earth's surface ({MIN_ELEVATION_M:g} to {MAX_ELEVATION_M:g} m). A DEM's nodata value "
+            "(e.g. -9999) read as a height, or other units? Mask nodata first (e.g. dem.where(dem != -9999), or "
+            "rioxarray.open_rasterio(path, masked=True)) and give the units (units='ft' for feet).")
+    return values

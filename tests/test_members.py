@@ -89,3 +89,4 @@ def test_no_member_with_two_values_is_refused():
     one = a.where(a.t2m == a.t2m.max())  # a single observed value
     with pytest.raises(NoDataError, match=r"no index of \['member'\] has two observed values of 't2m'"):
         _members(one, one).np.infill("t2m")
+

@@ -1,0 +1,37 @@
+"""targets= a DEM: its elevation is used, its dims kept in raster order, its nodata heights refused."""
+
+import numpy as np
+import pytest
+import xarray as xr
+from test_api import stations
+
+import geonp  # noqa: F401  registers ds.np
+
+
+def _dem_targets(elev):
+    lat, lon = np.linspace(38.5, 40.5, 4), np.linspace(-107.5, -104.0, 5)
+    # coordinates listed x before y, as a GeoTIFF gives them; the DEM itself is (y, x)
+    return xr.Dataset({"elevation": (("lat", "lon"), elev(lat, lon), {"units": "m"})},
+                      coords={"lon": lon, "lat": lat})
+
+
+def test_a_dem_as_targets_gives_its_elevation_and_its_dim_order():
+    """targets= a DEM Dataset (elevation a data variable, coordinates x first): the elevation is used, dims (y, x)."""
+    st = stations()
+    dem = _dem_targets(lambda lat, lon: 1500.0 + 300.0 * np.add.outer(lat - 38.5, lon + 107.5))
+    out = st.np.infill("tmax", targets=dem)
+    assert out.tmax_mean.dims == ("time", "lat", "lon")
+    flat = st.np.infill("tmax", targets=dem.assign(elevation=dem.elevation * 0 + 1500.0))
+    assert not np.allclose(out.tmax_mean.values, flat.tmax_mean.values, atol=0.1)  # the DEM's heights count
+
+
+def test_targets_without_the_data_elevation_warn_and_nodata_heights_are_refused():
+    from geonp.errors import CoordinateError, MissingCovariateWarning
+
+    st = stations()
+    bare = xr.Dataset(coords={"lat": np.linspace(38.5, 40.5, 3), "lon": np.linspace(-107.5, -104.0, 3)})
+    with pytest.warns(MissingCovariateWarning, match="'tmax' has an elevation .* but targets= has none"):
+        st.np.infill("tmax", targets=bare)
+    holes = _dem_targets(lambda lat, lon: np.where(np.add.outer(lat, lon) > -66.0, -9999.0, 2000.0))
+    with pytest.raises(CoordinateError, match=r"of targets= runs from -9999 to 2000 m.*nodata"):
+        st.np.infill("tmax", targets=holes)
