@@ -343,6 +343,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
                 for g, where in zip(gaps, own)]  # those of the block's own targets, as `places` keeps them
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps))
+    raw = out[1].copy()
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
@@ -351,9 +352,18 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
                 if g is not None:
                     gap[row] = g[k * n_tgt:(k + 1) * n_tgt]
         out[1] *= norm.std_factor(distance=gap).astype(np.float32)
+        # far beyond the gaps the calibration saw (targets= a grid far from the stations), it cannot tell the
+        # network's std to stop growing: never below the network's own there
+        beyond = gap > BEYOND_CALIBRATION * norm.gap_distance[-1]
+        out[1] = np.where(beyond, np.fmax(out[1], raw), out[1])
     else:
         out[1] *= norm.std_factor()
     return out.reshape(2, len(frames), *meta["tile_shape"])
+
+
+#: targets this many times farther from the data than the calibration's farthest gap bin keep at least the
+#: network's own (uncalibrated) std
+BEYOND_CALIBRATION = 2.0
 
 
 @_releasing_memory

@@ -35,3 +35,20 @@ def test_targets_without_the_data_elevation_warn_and_nodata_heights_are_refused(
     holes = _dem_targets(lambda lat, lon: np.where(np.add.outer(lat, lon) > -66.0, -9999.0, 2000.0))
     with pytest.raises(CoordinateError, match=r"of targets= runs from -9999 to 2000 m.*nodata"):
         st.np.infill("tmax", targets=holes)
+
+
+
+def test_calibrated_std_keeps_growing_far_beyond_the_calibrated_gaps():
+    """Targets far from the stations keep at least the network's own std.
+
+    The calibration measured gaps between stations; beyond twice its farthest gap bin it cannot say
+    that the std stops growing (a DEM grid 100–250 km from the stations got a smaller std than next
+    to them).
+    """
+    st = stations(n=60, times=1)
+    far = xr.Dataset(coords={"lat": ("pt", [39.5, 41.0, 42.0, 42.4]), "lon": ("pt", [-105.5, -103.0, -102.0, -101.6]),
+                             "elevation": ("pt", [2000.0, 1500.0, 1300.0, 1250.0])})
+    cal = st.np.infill("tmax", targets=far, calibrate=True).tmax_std.values[0]
+    raw = st.np.infill("tmax", targets=far, calibrate=False).tmax_std.values[0]
+    assert np.all(cal[2:] >= raw[2:] - 1e-6)  # the two farthest, 2-3 station spacings beyond the network
+    assert cal[3] > cal[0]  # the std grows from among the stations to far beyond them
