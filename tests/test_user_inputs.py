@@ -78,8 +78,8 @@ def test_a_named_mask_of_text_names_its_dtype():
 ])
 def test_find_elevation__converts_geopotential_km_and_feet_to_metres(units, factor):
     da, _, _ = hills("t2m", "K")
-    elev = xr.DataArray(np.arange(da.size, dtype=float).reshape(da.shape), dims=da.dims, attrs={"units": units})
-    ds, layout = describe(da.to_dataset().assign_coords(orography=elev))
+    elev = xr.DataArray(np.linspace(0.0, 4.0, da.size).reshape(da.shape), dims=da.dims, attrs={"units": units})
+    ds, layout = describe(da.to_dataset().assign_coords(orography=elev))  # heights on Earth in every unit (≤ 4 km)
     assert layout.elevation == "orography"
     np.testing.assert_allclose(find_elevation(ds, layout), elev.values * factor)
 
