@@ -210,7 +210,8 @@ def _check_named_elevation(ds: xr.Dataset, space_dims: set, name: str, var: str 
 _LENGTH_UNITS = {
     "m": 1.0, "metre": 1.0, "metres": 1.0, "meter": 1.0, "meters": 1.0, "gpm": 1.0,
     "km": 1000.0, "kilometre": 1000.0, "kilometres": 1000.0, "kilometer": 1000.0, "kilometers": 1000.0,
-    "dam": 10.0, "ft": 0.3048, "feet": 0.3048, "foot": 0.3048, "international_foot": 0.3048,
+    "dam": 10.0, "ft": 0.3048, "feet": 0.3048, "foot": 0.3048, "international_foot": 0.3048, "masl": 1.0,
+    "us_survey_foot": 1200 / 3937, "us_survey_feet": 1200 / 3937, "ftus": 1200 / 3937,
 }
 #: unit symbols with their powers: "m2 s-2", "m**2/s**2", "m^2 s^-2", "m+2 s-2", "J/kg"
 _UNIT_TOKEN = re.compile(r"(/)|([a-z]+)\s*(?:\*\*|\^)?\s*([+-]?\d+)?")
@@ -247,6 +248,8 @@ def elevation_factor(name: str, v: xr.DataArray) -> float:
         return 1.0
     if _unit_powers(units) in _GEOPOTENTIAL_UNITS:
         return 1.0 / G0
+    if units.lower().replace(" ", "_") in _LENGTH_UNITS:  # "US survey foot"
+        return _LENGTH_UNITS[units.lower().replace(" ", "_")]
     words = units.lower().split()
     if words[0] in _LENGTH_UNITS and not any(c.isdigit() or c in "/*^" for c in units):  # not "m s-1"
         return _LENGTH_UNITS[words[0]]

@@ -74,7 +74,8 @@ def test_a_named_mask_of_text_names_its_dtype():
 @pytest.mark.parametrize("units, factor", [
     ("m**2 s**-2", 1 / G0), ("m2 s-2", 1 / G0), ("m^2/s^2", 1 / G0), ("m2/s2", 1 / G0), ("m**2/s**2", 1 / G0),
     ("m2 s**-2", 1 / G0), ("m^2 s^-2", 1 / G0), ("J kg-1", 1 / G0), ("m", 1.0), ("metres above sea level", 1.0),
-    ("", 1.0), ("km", 1000.0), ("ft", 0.3048), ("feet", 0.3048), ("foot", 0.3048),
+    ("", 1.0), ("km", 1000.0), ("ft", 0.3048), ("feet", 0.3048), ("foot", 0.3048), ("US survey foot", 1200 / 3937),
+    ("masl", 1.0),
 ])
 def test_find_elevation__converts_geopotential_km_and_feet_to_metres(units, factor):
     da, _, _ = hills("t2m", "K")
