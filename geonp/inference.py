@@ -343,7 +343,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
                 for g, where in zip(gaps, own)]  # those of the block's own targets, as `places` keeps them
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps))
-    raw = out[1].copy()
+    raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
         gap = np.full(out.shape[1:], np.inf)
@@ -361,8 +361,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     return out.reshape(2, len(frames), *meta["tile_shape"])
 
 
-#: targets this many times farther from the data than the calibration's farthest gap bin keep at least the
-#: network's own (uncalibrated) std
+#: targets this many times farther than the calibration's farthest gap bin keep at least the network's own std
 BEYOND_CALIBRATION = 2.0
 
 

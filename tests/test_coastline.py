@@ -153,7 +153,7 @@ def test_targets__a_named_mask_they_lack_falls_back_to_their_own_or_none():
     targets = xr.Dataset(coords={"latitude": ds.latitude[::2], "longitude": ds.longitude[::2]})
     out = with_mask.np.infill("t2m", targets=targets, land="my_mask", calibrate=False)
     assert np.isfinite(out.t2m_mean.values).all()
-    from geonp.geo import describe_targets
+    from geonp.targets import describe_targets
 
     assert describe_targets(targets, land="my_mask")[1].land is None
     assert describe_targets(targets, land="auto")[1].land == COASTLINE

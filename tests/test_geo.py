@@ -10,6 +10,7 @@ import xarray as xr
 from geonp import frames, geo
 from geonp.errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
 from geonp.normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
+from geonp.targets import describe_targets
 
 
 def grid(lat=None, lon=None, times=3, name="t2m", lat_name="latitude", lon_name="longitude"):
@@ -129,7 +130,7 @@ def test_a_meridian_held_twice_is_refused(lon, twice):
     with pytest.raises(CoordinateError, match=f"holds the meridian .* twice \\({twice}\\).*isel\\(longitude=slice"):
         geo.describe(grid(lon=lon))
     targets = xr.Dataset(coords={"latitude": [50.0, 51.0], "longitude": np.asarray(lon, dtype=float)})
-    assert geo.describe_targets(targets)[1].x == "longitude"  # targets may: a cyclic column to plot
+    assert describe_targets(targets)[1].x == "longitude"  # targets may: a cyclic column to plot
 
 
 def test_duplicate_times():
