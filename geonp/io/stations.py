@@ -330,11 +330,11 @@ def _station_table_to_dataset(df: pd.DataFrame, found: dict[str, str | None], pa
             if (df.groupby("_station", sort=False)[column].nunique(dropna=False) <= 1).all():
                 coords[str(column)] = ("station", df.groupby("_station", sort=False)[column].first().to_numpy())
     if "_time" not in df:
-        _check_unique(df, ["_station"], path)
+        _check_unique(df, ["_station"], path, found)
         table = df.set_index("_station")[data_columns].reindex(stations)
         variables = {str(c): ("station", table[c].to_numpy(dtype=float)) for c in data_columns}
         return xr.Dataset(variables, coords=coords)
-    _check_unique(df, ["_time", "_station"], path)
+    _check_unique(df, ["_time", "_station"], path, found)
     times = np.sort(pd.unique(df["_time"].dropna()))
     coords["time"] = ("time", times)
     variables = {}
@@ -344,13 +344,27 @@ def _station_table_to_dataset(df: pd.DataFrame, found: dict[str, str | None], pa
     return xr.Dataset(variables, coords=coords)
 
 
-def _check_unique(df: pd.DataFrame, keys: list[str], path: Path) -> None:
-    """Refuse two rows for the same station (and time)."""
+def _check_unique(df: pd.DataFrame, keys: list[str], path: Path, found: dict[str, str | None]) -> None:
+    """Refuse two rows for the same station (and time), naming the first such station and time.
+
+    The rows are named by their values, which a user can search the file for: pandas skips blank
+    and comment lines, so row positions are not line numbers.
+    """
     duplicated = df.duplicated(keys, keep=False)
-    if duplicated.any():
-        rows = (df.index[duplicated][:3] + 2).tolist()  # +2: 1-based, after the header line
-        what = "station and time" if len(keys) == 2 else "station (and there is no time column)"
-        raise DataFormatError(
-            f"{path.name!r} has several rows for the same {what}, e.g. lines {rows}; expected one row per "
-            "station and time; remove the duplicates or add a 'time' column"
-        )
+    if not duplicated.any():
+        return
+    first = df[duplicated].iloc[0]
+    same = df[duplicated & (df[keys] == first[keys]).all(axis=1)]
+    station = found["station"]
+    where = (f"station {first[station]!r}" if station is not None
+             else "the station at " + ", ".join(f"{found[r]}={first[found[r]]}" for r in ("lat", "lon", "x", "y")
+                                                if found[r] is not None))
+    if len(keys) == 2:
+        where += f" at {found['time']}={df.loc[same.index[0], found['time']]!r}"
+        fix = "remove or average the duplicates"
+    else:
+        fix = "remove the duplicates, or add a time column if the rows are observations at different times"
+    raise DataFormatError(
+        f"{path.name!r} has {len(same)} rows for {where} ({int(duplicated.sum())} duplicated rows in all); "
+        f"expected one row per station{' and time' if len(keys) == 2 else ''}; {fix}"
+    )
