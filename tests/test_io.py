@@ -234,7 +234,7 @@ def test_open_station_csv_duplicate_rows(tmp_path):
     """Two rows for one station and time are refused."""
     path = tmp_path / "dup.csv"
     path.write_text("station,lat,lon,time,v\na,50,1,2019-01-01,1\n\nb,51,1,2019-01-01,3\na,50,1,2019-01-01,2\n")
-    with pytest.raises(DataFormatError, match=r"2 rows for station 'a' at time='2019-01-01'.*one row per station and time"):
+    with pytest.raises(DataFormatError, match=r"2 rows for station 'a' at time='2019-01-01'.*per station and time"):
         open_dataset(path)
     path.write_text("lat,lon,v\n50,1,1\n51,1,3\n50,1,2\n")
     with pytest.raises(DataFormatError, match=r"2 rows for the station at lat=50, lon=1.*add a time column"):
