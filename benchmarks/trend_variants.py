@@ -1,15 +1,21 @@
 """Which static trend in elevation and position serves the Colorado stations best.
 
-    python benchmarks/trend_variants.py                 # ~4 CPU-minutes; results/trend-variants.json
+    python benchmarks/trend_variants.py                 # ~8 CPU-minutes; results/trend-variants.json
+    python benchmarks/trend_variants.py --shrunk        # ~7 CPU-minutes; results/trend-shrunk.json
     python benchmarks/trend_variants.py --residual-gp   # ~8 min wall; results/trend-residual-gp.json
 
-Each task of a station infill removes a least-squares trend fitted to its context (:mod:`geonp.trend`)
-before the network sees the values, and adds it back at the targets. The package's trend is quadratic
-in elevation and, from :data:`~geonp.trend.INTERACTION_TREND_POINTS` sites, varies linearly across
-the task (columns ``X``, ``Y``, ``X·u``, ``Y·u``). This script swaps the trend's columns for
+Each task of a station infill removes a trend fitted to its context (:mod:`geonp.trend`) before the
+network sees the values, and adds it back at the targets. The package's trend is quadratic in
+elevation and, from :data:`~geonp.trend.INTERACTION_TREND_POINTS` sites, varies across the task
+(:func:`geonp.trend.position_columns`), its position columns shrunk by a ridge chosen by
+leave-one-out (:func:`geonp.trend.fit_trend`). This script swaps the trend's columns and fit for
 alternatives and scores the Colorado tmax task of ``realdata.py colorado`` (20 months, 20 % of the
 observed stations hidden, space only) with the shipped BSA-TNP: the package default (calibrated on
 the input) and the network alone. RMSE, NLL and 95 % coverage, averaged over the months.
+
+``--shrunk`` scores both shipped models with the default calibration, the trend of 2026-11-26
+against the ridge and the new columns, and the calibration's infill mean weight
+(:func:`geonp.calibration.infill_mean_weight`) on and off.
 
 ``--residual-gp`` asks where the GP's lead on these stations comes from: on the tasks of
 ``baselines.py`` it fits a trend (none, linear in elevation, or the package's), then a GP
@@ -35,24 +41,37 @@ import realdata_tasks as rt  # noqa: E402
 from _common import machine, save_json  # noqa: E402
 
 import geonp  # noqa: E402, F401  (the accessor)
+import geonp.calibration as calibration  # noqa: E402
 import geonp.trend as trend  # noqa: E402
 
 PACKAGE = trend.position_columns
-#: name -> (the position columns as a function of X, Y, u; least distinct sites)
+LINEAR = lambda X, Y, u, u2: [X, Y, X * u, Y * u]  # noqa: E731  (the trend of 2026-11-26)
+LEAST_SQUARES, RIDGE = (0.0,), trend.RIDGE_GRID
+#: name -> (the position columns as a function of X, Y, u, u²; least distinct sites; ridge strengths tried)
 VARIANTS = {
-    "elevation only (before 2026-11-26)": (PACKAGE, 10**9),
-    "package: + X, Y, X·u, Y·u from 50 sites": (PACKAGE, 50),
-    "the same from 30 sites": (PACKAGE, 30),
-    "the same from 100 sites": (PACKAGE, 100),
-    "X·u, Y·u without X, Y": (lambda X, Y, u: [X * u, Y * u], 50),
-    "+ X², Y², X·Y": (lambda X, Y, u: [X, Y, X * u, Y * u, X * X, Y * Y, X * Y], 50),
-    "+ X·u², Y·u²": (lambda X, Y, u: [X, Y, X * u, Y * u, X * u * u, Y * u * u], 50),
+    "elevation only (before 2026-11-26)": (LINEAR, 10**9, LEAST_SQUARES),
+    "+ X, Y, X·u, Y·u from 50 sites (2026-11-26 .. 11-27)": (LINEAR, 50, LEAST_SQUARES),
+    "the same from 30 sites": (LINEAR, 30, LEAST_SQUARES),
+    "the same from 100 sites": (LINEAR, 100, LEAST_SQUARES),
+    "X·u, Y·u without X, Y": (lambda X, Y, u, u2: [X * u, Y * u], 50, LEAST_SQUARES),
+    "+ X², Y², X·Y": (lambda X, Y, u, u2: [X, Y, X * u, Y * u, X * X, Y * Y, X * Y], 50, LEAST_SQUARES),
+    "+ X·u², Y·u²": (lambda X, Y, u, u2: [X, Y, X * u, Y * u, X * u * u, Y * u * u], 50, LEAST_SQUARES),
+    "X, Y, X·u, Y·u, ridge": (LINEAR, 50, RIDGE),
+    "package columns (+ X², Y², X·Y, X·u², Y·u²), least squares": (PACKAGE, 50, LEAST_SQUARES),
+    "package: those columns, ridge (2026-11-28)": (PACKAGE, 50, RIDGE),
 }
+#: the rows of ``--shrunk`` (results/trend-shrunk.json): (variant, infill mean weight fitted)
+SHRUNK_ROWS = (("+ X, Y, X·u, Y·u from 50 sites (2026-11-26 .. 11-27)", False), ("X, Y, X·u, Y·u, ridge", False),
+               ("package columns (+ X², Y², X·Y, X·u², Y·u²), least squares", False),
+               ("package: those columns, ridge (2026-11-28)", False),
+               ("package: those columns, ridge (2026-11-28)", True))
+_MEAN_WEIGHT = calibration.infill_mean_weight
 
 
-def use(variant: str) -> None:
-    """Make :func:`geonp.trend.position_columns` build the columns of ``variant`` from its site count on."""
-    trend.position_columns, trend.INTERACTION_TREND_POINTS = VARIANTS[variant]
+def use(variant: str, mean_weight: bool = True) -> None:
+    """Make :mod:`geonp.trend` build and fit the trend of ``variant``, with or without the infill mean weight."""
+    trend.position_columns, trend.INTERACTION_TREND_POINTS, trend.RIDGE_GRID = VARIANTS[variant]
+    calibration.infill_mean_weight = _MEAN_WEIGHT if mean_weight else (lambda *a, **k: 1.0)
 
 
 def _trend_columns(kind: str, ec: np.ndarray, xyc: np.ndarray):
@@ -64,12 +83,14 @@ def _trend_columns(kind: str, ec: np.ndarray, xyc: np.ndarray):
         return lambda e, xy: np.zeros((len(e), 0))
     if kind == "linear in elevation":
         return lambda e, xy: (np.asarray(e)[:, None] - ec.mean()) / 1000.0
-    basis = trend.static_basis(ec, None, xyc=xyc)  # the package's trend
+    use("+ X, Y, X·u, Y·u from 50 sites (2026-11-26 .. 11-27)" if kind == "the trend of 2026-11-26"
+        else "package: those columns, ridge (2026-11-28)")
+    basis = trend.static_basis(ec, None, xyc=xyc)
     return lambda e, xy: basis.columns(e, None, xy)
 
 
 #: trends of :func:`residual_gp`
-RESIDUAL_TRENDS = ("no trend", "linear in elevation", "the package's trend")
+RESIDUAL_TRENDS = ("no trend", "linear in elevation", "the trend of 2026-11-26", "the package's trend")
 
 
 def residual_gp() -> dict:
@@ -89,7 +110,9 @@ def residual_gp() -> dict:
         for name in RESIDUAL_TRENDS:
             cols = _trend_columns(name, ec, xc)
             design_c = np.c_[np.ones(len(yc)), cols(ec, xc)]
-            coef = np.linalg.lstsq(design_c, yc, rcond=None)[0]
+            shrunk = name in RESIDUAL_TRENDS[2:]
+            penalised = np.r_[False, trend.static_basis(ec, None, xyc=xc).penalised] if shrunk else None
+            coef = trend.fit_trend(design_c, yc, penalised)[0]  # least squares unless the trend has a ridge
             r, base = yc - design_c @ coef, np.c_[np.ones(len(xt)), cols(et, xt)] @ coef
             fits = {"(x, y)": bl.gp_fitted(xc, r, xt, "matern"),
                     "(x, y, elevation)": bl.gp_fitted(np.c_[xc, ec / 1000], r, np.c_[xt, et / 1000], "matern",
@@ -102,6 +125,9 @@ def residual_gp() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME")
+    parser.add_argument("--shrunk", action="store_true",
+                        help="instead: the ridge trend and the infill mean weight, both models, default calibration "
+                             "(results/trend-shrunk.json)")
     parser.add_argument("--residual-gp", action="store_true",
                         help="instead: the GP on the trend's residuals (sklearn; results/trend-residual-gp.json)")
     args = parser.parse_args()
@@ -113,6 +139,16 @@ def main() -> None:
         return
     ds, masked, hidden, months = rt.colorado_masked("tmax")
     rows = []
+    if args.shrunk:
+        for model in ("bsa-tnp", "te-pt-tnp"):
+            for variant, weight in SHRUNK_ROWS:
+                use(variant, weight)
+                row = {"model": model, "variant": variant, "mean weight": weight,
+                       **rt.colorado_space_only(ds, masked, hidden, months, model=model, calibrate="auto")}
+                rows.append(row)
+                rt.show(row)
+        save_json("trend-shrunk", {"machine": machine(), "months": int(len(months)), "rows": rows})
+        return
     for variant in args.variants:
         use(variant)
         for calibrate in ("auto", False):

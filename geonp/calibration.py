@@ -20,8 +20,12 @@ from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
 
+#: resamples of the held-out places behind :func:`infill_mean_weight`, and the quantile of their fits kept
+MEAN_WEIGHT_RESAMPLES = 200
+MEAN_WEIGHT_QUANTILE = 0.9
+
 __all__ = ["Blend", "calibrate", "coverage_factor", "forecast_fields", "gap_distances", "gap_scales", "lag_regression",
-           "match_weights", "mean_weights", "shrunk_mean_weights", "std_fit", "window_context"]
+           "match_weights", "infill_mean_weight", "mean_weights", "shrunk_mean_weights", "std_fit", "window_context"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
@@ -58,6 +62,12 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         # weight the held-out points so their distances to the context match the data's own gaps
         near = np.concatenate(gaps)
         w = match_weights(near, gap_distances(values, window.xy, np.random.default_rng(20_000 + seed)))
+        # the network's departure from the trend, shrunk where it follows the context's noise; the held-out
+        # points of one place (a station on several tasks) share their errors, so they are resampled together
+        trend = np.concatenate([t.to_data(np.zeros(t.num_targets), np.zeros(t.num_targets))[0] for t in tasks])
+        places = np.unique(np.round(np.concatenate([t.xt[:, :2] for t in tasks]), 6), axis=0, return_inverse=True)[1]
+        weight = infill_mean_weight(y, mean, trend, w, groups=places.ravel(), seed=seed)
+        mean = trend + weight * (mean - trend)
         # a nugget first (errors that do not shrink next to the data as the network's std does), then
         # factors by gap size on the combined std
         base, extra = std_fit(y - mean, std, weights=w)
@@ -65,7 +75,8 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         z2 = ((y - mean) / std) ** 2
         centres, scales = gap_scales(near, z2, w)
         return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0)),
-                "gap_distance": centres, "gap_std_scale": scales, "infill_std_base": base, "infill_std_extra": extra}
+                "infill_mean_weight": weight, "gap_distance": centres, "gap_std_scale": scales,
+                "infill_std_base": base, "infill_std_extra": extra}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
     task_of = np.concatenate([np.full(t.num_targets, i) for i, t in enumerate(tasks)])
     return forecast_fields(y, mean, std, leads, np.concatenate([t.persistence for t in tasks]),
@@ -195,6 +206,39 @@ class Blend(NamedTuple):
     w: tuple[float, ...]
     v: tuple[float, ...]
     c: tuple[float, ...]
+
+
+def infill_mean_weight(y: np.ndarray, mean: np.ndarray, trend: np.ndarray, weights: np.ndarray | None = None,
+                       groups: np.ndarray | None = None, seed: int = 0) -> float:
+    """Weight ``w`` in ``[0, 1]`` of the network's departure from the trend, as far as held-out points show it.
+
+    ``trend + w · (mean − trend)`` by weighted least squares, ``w = Σ a (y − t)(m − t) / Σ a (m − t)²``.
+    ``trend`` is what a task predicts with the network's standardised mean at 0: the static trend
+    plus the context's mean. Where the context's residuals from the trend are mostly station noise
+    (a nugget), the shipped weights, pretrained on smooth fields, follow it (docs/benchmarks.md,
+    "The network's departure from the trend, shrunk").
+
+    With ``groups`` (one label per point: its place, as a station held out on several tasks) the
+    fit is only trusted as far as the places support it: the weight is the
+    :data:`MEAN_WEIGHT_QUANTILE` quantile of :data:`MEAN_WEIGHT_RESAMPLES` fits to places resampled
+    with replacement (seeded by ``seed``), so a weight below 1 needs most resamples to agree. The
+    result is clipped to ``[0, 1]``: the departure is never amplified. 1 when there is no departure.
+    """
+    y, mean, trend = (np.asarray(a, dtype=np.float64) for a in (y, mean, trend))
+    a = np.ones_like(y) if weights is None else np.asarray(weights, dtype=np.float64)
+    ok = np.isfinite(y) & np.isfinite(mean) & np.isfinite(trend) & (a > 0)
+    d, r, a = (mean - trend)[ok], (y - trend)[ok], a[ok]
+    if float(np.sum(a * d * d)) <= 0:
+        return 1.0
+    if groups is None:
+        return float(np.clip(np.sum(a * r * d) / np.sum(a * d * d), 0.0, 1.0))
+    labels, place = np.unique(np.asarray(groups)[ok], return_inverse=True)
+    num = np.bincount(place, a * r * d, minlength=len(labels))
+    den = np.bincount(place, a * d * d, minlength=len(labels))
+    draws = np.random.default_rng(30_000 + seed).integers(0, len(labels), (MEAN_WEIGHT_RESAMPLES, len(labels)))
+    counts = np.stack([np.bincount(row, minlength=len(labels)) for row in draws])
+    fits = (counts @ num) / np.maximum(counts @ den, 1e-300)
+    return float(np.clip(np.quantile(fits, MEAN_WEIGHT_QUANTILE), 0.0, 1.0))
 
 
 def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads: np.ndarray,

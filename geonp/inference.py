@@ -146,9 +146,12 @@ def predict_tasks(
     *,
     device: torch.device | str = "cpu",
     batch_size: int = 8,
+    mean_weight: float = 1.0,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Predictive mean and std of every task's targets, in data units (float64).
 
+    ``mean_weight`` scales the network's standardised mean, its departure from the task's trend
+    and context mean (``Normaliser.infill_mean_weight``).
     Tasks of similar size are padded together, at most ``batch_size`` per forward pass.
     Each target depends only on its own task, so the grouping never changes the result
     beyond float rounding.
@@ -162,7 +165,7 @@ def predict_tasks(
         scale = pred.scale[..., 0].double().cpu().numpy()
         for row, i in enumerate(group):
             t, n = tasks[i], tasks[i].num_targets
-            out[i] = t.to_data(loc[row, :n], scale[row, :n])
+            out[i] = t.to_data(mean_weight * loc[row, :n], scale[row, :n])
     return out  # type: ignore[return-value]
 
 
@@ -341,7 +344,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
     own_gaps = [None if g is None else np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where])
                 for g, where in zip(gaps, own)]  # those of the block's own targets, as `places` keeps them
-    out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
+    out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"],
+                                                 mean_weight=norm.infill_mean_weight),
                 len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN

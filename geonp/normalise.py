@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
+from . import trend as _trend
 from .errors import ConfigError, UnknownOptionError
 from .trend import MIN_TREND_POINTS, StaticBasis, fit_variance, static_basis, target_neighbours
 
@@ -113,6 +114,10 @@ class Normaliser:
         nugget, where errors do not shrink next to the data as ``σ`` does, as between neighbouring
         weather stations), then ``std_scale`` or the gap factors apply.
         Defaults leave ``σ`` as it is (models saved before these fields).
+    infill_mean_weight : float
+        Infill calibration of the mean: the weight ``w`` of the network's departure from the task's
+        trend, ``trend + w · (network − trend)`` (:func:`geonp.calibration.infill_mean_weight`; 1,
+        the default, keeps the network's mean).
     gap_distance, gap_std_scale : tuple of float
         Infill calibration by gap size: factors on the predictive std at these distances (model
         units, increasing) from a target to the nearest context point of its own frame,
@@ -146,6 +151,7 @@ class Normaliser:
     std_scale: float = 1.0
     infill_std_base: float = 1.0
     infill_std_extra: float = 0.0
+    infill_mean_weight: float = 1.0
     lead_std_scale: tuple[float, ...] = ()
     lead_std_extra: tuple[float, ...] = ()
     lead_mean_weight: tuple[float, ...] = ()
@@ -242,8 +248,8 @@ class Normaliser:
         if basis is None:
             return None
         design = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
-        coef = np.linalg.lstsq(design, np.asarray(yc, dtype=np.float64), rcond=None)[0][1:]
-        return basis, coef
+        coef, ridge = _trend.fit_trend(design, np.asarray(yc, dtype=np.float64), np.r_[False, basis.penalised])
+        return replace(basis, ridge=ridge), coef[1:]
 
     def frame_offsets(self, yc: np.ndarray, tc: np.ndarray, ec: np.ndarray | None, tt: np.ndarray,
                       et: np.ndarray | None, lc: np.ndarray | None = None, lt: np.ndarray | None = None,
@@ -292,14 +298,17 @@ class Normaliser:
             return np.concatenate(parts, 1)
 
         a = design(inv, basis.columns(ec, lc, xyc) if basis is not None else None)
-        coef = np.linalg.lstsq(a, yc, rcond=None)[0]
+        shared = np.zeros(0, dtype=bool) if basis is None else basis.penalised[1:] if own else basis.penalised
+        penalised = np.r_[np.zeros(a.shape[1] - len(shared), dtype=bool), shared]
+        coef, ridge = _trend.fit_trend(a, yc, penalised)
         fitted = a @ coef
         if np.std(coef[:F]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
         design_t = design(at, basis.columns(et, lt, xyt) if basis is not None else None)
         var_t = None
         if variance:
-            var_t = fit_variance(a, design_t, yc - fitted, neighbour_rows=target_neighbours(xyt, xyc, a))
+            var_t = fit_variance(a, design_t, yc - fitted, neighbour_rows=target_neighbours(xyt, xyc, a),
+                                 penalty=_trend.ridge_penalty(a, penalised, ridge))
         return fitted, design_t @ coef, var_t
 
     @staticmethod
