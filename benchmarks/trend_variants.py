@@ -8,7 +8,7 @@ Each task of a station infill removes a trend fitted to its context (:mod:`geonp
 network sees the values, and adds it back at the targets. The package's trend is quadratic in
 elevation and, from :data:`~geonp.trend.INTERACTION_TREND_POINTS` sites, varies across the task
 (:func:`geonp.trend.position_columns`), its position columns shrunk by a ridge chosen by
-leave-one-out (:func:`geonp.trend.fit_trend`). This script swaps the trend's columns and fit for
+leave-one-out (:func:`geonp.ridge.fit_trend`). This script swaps the trend's columns and fit for
 alternatives and scores the Colorado tmax task of ``realdata.py colorado`` (20 months, 20 % of the
 observed stations hidden, space only) with the shipped BSA-TNP: the package default (calibrated on
 the input) and the network alone. RMSE, NLL and 95 % coverage, averaged over the months.
@@ -42,11 +42,12 @@ from _common import machine, save_json  # noqa: E402
 
 import geonp  # noqa: E402, F401  (the accessor)
 import geonp.calibration as calibration  # noqa: E402
+import geonp.ridge as ridge  # noqa: E402
 import geonp.trend as trend  # noqa: E402
 
 PACKAGE = trend.position_columns
 LINEAR = lambda X, Y, u, u2: [X, Y, X * u, Y * u]  # noqa: E731  (the trend of 2026-11-26)
-LEAST_SQUARES, RIDGE = (0.0,), trend.RIDGE_GRID
+LEAST_SQUARES, RIDGE = (0.0,), ridge.RIDGE_GRID
 #: name -> (the position columns as a function of X, Y, u, u²; least distinct sites; ridge strengths tried)
 VARIANTS = {
     "elevation only (before 2026-11-26)": (LINEAR, 10**9, LEAST_SQUARES),
@@ -58,19 +59,19 @@ VARIANTS = {
     "+ X·u², Y·u²": (lambda X, Y, u, u2: [X, Y, X * u, Y * u, X * u * u, Y * u * u], 50, LEAST_SQUARES),
     "X, Y, X·u, Y·u, ridge": (LINEAR, 50, RIDGE),
     "package columns (+ X², Y², X·Y, X·u², Y·u²), least squares": (PACKAGE, 50, LEAST_SQUARES),
-    "package: those columns, ridge (2026-11-28)": (PACKAGE, 50, RIDGE),
+    "package: those columns, ridge (2026-11-27)": (PACKAGE, 50, RIDGE),
 }
 #: the rows of ``--shrunk`` (results/trend-shrunk.json): (variant, infill mean weight fitted)
 SHRUNK_ROWS = (("+ X, Y, X·u, Y·u from 50 sites (2026-11-26 .. 11-27)", False), ("X, Y, X·u, Y·u, ridge", False),
                ("package columns (+ X², Y², X·Y, X·u², Y·u²), least squares", False),
-               ("package: those columns, ridge (2026-11-28)", False),
-               ("package: those columns, ridge (2026-11-28)", True))
+               ("package: those columns, ridge (2026-11-27)", False),
+               ("package: those columns, ridge (2026-11-27)", True))
 _MEAN_WEIGHT = calibration.infill_mean_weight
 
 
 def use(variant: str, mean_weight: bool = True) -> None:
     """Make :mod:`geonp.trend` build and fit the trend of ``variant``, with or without the infill mean weight."""
-    trend.position_columns, trend.INTERACTION_TREND_POINTS, trend.RIDGE_GRID = VARIANTS[variant]
+    trend.position_columns, trend.INTERACTION_TREND_POINTS, ridge.RIDGE_GRID = VARIANTS[variant]
     calibration.infill_mean_weight = _MEAN_WEIGHT if mean_weight else (lambda *a, **k: 1.0)
 
 
@@ -84,7 +85,7 @@ def _trend_columns(kind: str, ec: np.ndarray, xyc: np.ndarray):
     if kind == "linear in elevation":
         return lambda e, xy: (np.asarray(e)[:, None] - ec.mean()) / 1000.0
     use("+ X, Y, X·u, Y·u from 50 sites (2026-11-26 .. 11-27)" if kind == "the trend of 2026-11-26"
-        else "package: those columns, ridge (2026-11-28)")
+        else "package: those columns, ridge (2026-11-27)")
     basis = trend.static_basis(ec, None, xyc=xyc)
     return lambda e, xy: basis.columns(e, None, xy)
 

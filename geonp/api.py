@@ -32,6 +32,7 @@ from .errors import (
 )
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
+from .poles import merge_pole_copies
 from .prepare import prepare
 from .targets import describe_targets
 from .timeaxis import parse_duration
@@ -146,7 +147,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
         f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }
-    out = xr.Dataset(data_vars, coords=coords)
+    out = merge_pole_copies(xr.Dataset(data_vars, coords=coords), out_layout, layout.var)
     if layout.time is None:
         out = out.isel(__time__=0, drop=True)
     if target is None:
@@ -282,7 +283,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
     out = out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
         c in ("step", "time", "valid_time") or ds[c].attrs.get("standard_name") in _TIME_NAMES)])
-    out = finish(out, layout, m, "forecast", lazy)
+    out = finish(merge_pole_copies(out, layout, layout.var), layout, m, "forecast", lazy)
     out.attrs["geonp_reference"] = kind
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")

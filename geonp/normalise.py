@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
-from . import trend as _trend
+from . import ridge as _ridge
 from .errors import ConfigError, UnknownOptionError
 from .trend import MIN_TREND_POINTS, StaticBasis, fit_variance, static_basis, target_neighbours
 
@@ -248,7 +248,7 @@ class Normaliser:
         if basis is None:
             return None
         design = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
-        coef, ridge = _trend.fit_trend(design, np.asarray(yc, dtype=np.float64), np.r_[False, basis.penalised])
+        coef, ridge = _ridge.fit_trend(design, np.asarray(yc, dtype=np.float64), np.r_[False, basis.penalised])
         return replace(basis, ridge=ridge), coef[1:]
 
     def frame_offsets(self, yc: np.ndarray, tc: np.ndarray, ec: np.ndarray | None, tt: np.ndarray,
@@ -300,7 +300,7 @@ class Normaliser:
         a = design(inv, basis.columns(ec, lc, xyc) if basis is not None else None)
         shared = np.zeros(0, dtype=bool) if basis is None else basis.penalised[1:] if own else basis.penalised
         penalised = np.r_[np.zeros(a.shape[1] - len(shared), dtype=bool), shared]
-        coef, ridge = _trend.fit_trend(a, yc, penalised)
+        coef, ridge = _ridge.fit_trend(a, yc, penalised)
         fitted = a @ coef
         if np.std(coef[:F]) <= FRAME_MEANS_RATIO * np.std(yc - fitted):
             return None  # frame means within the spread inside a frame: the model's time kernel handles them
@@ -308,7 +308,7 @@ class Normaliser:
         var_t = None
         if variance:
             var_t = fit_variance(a, design_t, yc - fitted, neighbour_rows=target_neighbours(xyt, xyc, a),
-                                 penalty=_trend.ridge_penalty(a, penalised, ridge))
+                                 penalty=_ridge.ridge_penalty(a, penalised, ridge))
         return fitted, design_t @ coef, var_t
 
     @staticmethod

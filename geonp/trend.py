@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ridge import fit_trend, ridge_penalty
+
 __all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_trend", "ridge_penalty",
            "fit_variance", "basis_variance",
            "nearest_indices", "neighbour_mean", "target_neighbours", "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS",
@@ -27,8 +29,6 @@ INTERACTION_TREND_POINTS = 50
 #: (ERA5 t2m frames 0.2–0.7 by day and night, near 0 around the turn; fields with no land–sea
 #: contrast ≤ 0.07: docs/benchmarks.md, "The bundled land fraction")
 LAND_CONTRAST_R2 = 0.1
-#: ridge strengths tried for the position columns (on columns scaled to unit variance, per point)
-RIDGE_GRID = (0.0,) + tuple(float(r) for r in np.logspace(-3, 3, 25))
 #: neighbours on the same frame that a point's local departure is taken from
 NEIGHBOURS = 4
 #: most points per frame whose local departures are computed (evenly strided beyond)
@@ -146,55 +146,6 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
     return StaticBasis(e0, powers if use_e else 0, l0, powers if use_l else 0, xy0, xy_scale, u_range, v_range)
 
 
-def ridge_penalty(design: np.ndarray, penalised: np.ndarray, ridge: float) -> np.ndarray | None:
-    """Diagonal ridge penalty ``[p]`` in ``design``'s units: ``ridge · n · var(column)`` on the penalised columns.
-
-    ``None`` when ``ridge`` is 0 or no column is penalised (plain least squares).
-    """
-    penalised = np.asarray(penalised, dtype=bool)
-    if ridge <= 0 or not penalised.any():
-        return None
-    return np.where(penalised, ridge * len(design) * np.var(design, axis=0), 0.0)
-
-
-def fit_trend(design: np.ndarray, y: np.ndarray, penalised: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-    """Coefficients of ``y`` on ``design``, the ``penalised`` columns shrunk by a ridge chosen by leave-one-out.
-
-    Least squares when no column is penalised. Otherwise each strength of :data:`RIDGE_GRID` (0
-    included: least squares) penalises the penalised columns' coefficients as if the columns had
-    unit variance, and the one with the smallest leave-one-out error (``rᵢ / (1 − hᵢᵢ)``, exact for a
-    linear smoother) is kept. A trend's many position columns fitted to ~170 stations by least
-    squares follow their noise: on the Colorado stations, space only, the ridge lowered the error
-    of the trend plus an exact GP on its residuals from 1.126 to 1.112 °C (docs/benchmarks.md, "A
-    trend that varies across the region, shrunk").
-
-    Returns
-    -------
-    coef : ndarray
-        ``[p]`` coefficients in ``design``'s units.
-    ridge : float
-        The strength kept (0 for least squares); :func:`ridge_penalty` turns it into the penalty.
-    """
-    design, y = np.asarray(design, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if penalised is None or not np.any(penalised) or len(y) <= design.shape[1]:
-        return np.linalg.lstsq(design, y, rcond=None)[0], 0.0
-    norms = np.linalg.norm(design, axis=0)
-    norms = np.where(norms > 0, norms, 1.0)
-    d = design / norms  # unit-norm columns: the solves below are well scaled whatever the units
-    gram, dy = d.T @ d, d.T @ y
-    best = (np.inf, 0.0, None)
-    for ridge in RIDGE_GRID:
-        pen = ridge_penalty(design, penalised, ridge)
-        a = gram if pen is None else gram + np.diag(pen / norms**2)
-        inv = np.linalg.pinv(a, hermitian=True)
-        coef = inv @ dy
-        h = np.einsum("ij,jk,ik->i", d, inv, d)
-        loo = float(np.mean(((y - d @ coef) / np.maximum(1.0 - h, 1e-9)) ** 2))
-        if loo < best[0] * (1 - 1e-12):
-            best = (loo, ridge, coef)
-    return best[2] / norms, best[1]
-
-
 def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
                  neighbours: np.ndarray | None = None, *, neighbour_rows: np.ndarray | None = None,
                  penalty: np.ndarray | None = None) -> np.ndarray:
@@ -246,7 +197,7 @@ def fit_variance(design_c: np.ndarray, design_t: np.ndarray, resid: np.ndarray,
         d = design_c / norms
         inv = np.linalg.pinv(d.T @ d + np.diag(np.asarray(penalty) / norms**2), hermitian=True)
         z = rows / norms
-        h = np.einsum("ij,jk,ik->i", z, inv, z)
+        h = np.sum((z @ inv) * z, axis=1)
         s2 = float(resid @ resid) / max(n - float(np.trace(inv @ (d.T @ d))), 1.0)
         return s2 * (h if neighbour_rows is not None else np.clip(h - 1.0 / n, 0.0, None))
     _, sv, vt = np.linalg.svd(design_c / norms, full_matrices=False)

@@ -159,3 +159,25 @@ def test_global_grid__windows_at_the_edge_of_the_array_wrap_round(monkeypatch):
     out = ds.np.infill("tas", land="none")
     assert len(sizes) >= 3 and max(sizes) <= 1.5 * np.median(sizes)
     assert np.isfinite(out.tas_mean.values).all()
+
+
+def test_global_grid__the_copies_of_a_pole_get_one_prediction():
+    """A row at ±90° is one point per pole: its copies were predicted by different tiles (0.14 K apart)."""
+    lat, lon = np.arange(-90.0, 91.0, 10.0), np.arange(0.0, 360.0, 10.0)
+    la, lo = np.deg2rad(np.meshgrid(lat, lon, indexing="ij"))
+    truth = 280.0 + 3.0 * np.cos(la) * np.cos(lo) + 5.0 * np.sin(la)
+    rng = np.random.default_rng(1)
+    observed = np.where((rng.random(truth.shape) < 0.5) & (np.abs(la) < np.deg2rad(65)), truth, np.nan)
+    ds = xr.Dataset({"tas": (("lat", "lon"), observed, {"units": "K"})}, coords={"lat": lat, "lon": lon})
+    out = ds.np.infill("tas", land="none")
+    for row in (0, -1):  # the south and the north pole
+        for name in ("tas_mean", "tas_std"):
+            values = out[name].values[row]
+            assert np.isfinite(values).all() and np.ptp(values) < 1e-4, name
+    assert np.ptp(out.tas_mean.values[1]) > 0.1  # the rows next to the poles are not merged
+    assert out.tas_mean.attrs["long_name"].endswith("(predictive mean)")
+    lazy = ds.chunk({"lon": 12}).np.infill("tas", land="none")
+    np.testing.assert_allclose(lazy.tas_mean.values, out.tas_mean.values, atol=2e-4)
+    np.testing.assert_allclose(lazy.tas_filled.values[0], out.tas_mean.values[0], atol=2e-4)
+    flipped = ds.isel(lat=slice(None, None, -1)).np.infill("tas", land="none")  # descending latitude
+    np.testing.assert_allclose(flipped.tas_mean.values[::-1], out.tas_mean.values, atol=2e-4)

@@ -11,7 +11,8 @@ from geonp.data import Task
 from geonp.inference import predict_tasks
 from geonp.models import build_model
 from geonp.normalise import Normaliser
-from geonp.trend import RIDGE_GRID, fit_trend, fit_variance, ridge_penalty, static_basis
+from geonp.ridge import RIDGE_GRID, fit_trend, ridge_penalty
+from geonp.trend import fit_variance, static_basis
 
 
 def _stations(n=120, seed=0, signal=0.0):
@@ -50,6 +51,20 @@ def test_fit_trend__without_penalised_columns_is_least_squares():
     coef2, ridge2 = fit_trend(design, y, np.zeros(design.shape[1], dtype=bool))
     np.testing.assert_array_equal(coef2, coef)
     assert ridge2 == 0.0
+
+
+def test_fit_trend__large_contexts_are_fitted_by_least_squares(monkeypatch):
+    """Beyond RIDGE_MAX_POINTS the few trend parameters are well determined: no selection is paid for."""
+    import geonp.ridge
+
+    xy, e, y = _stations(seed=2)
+    basis, design = _design(xy, e)
+    penalised = np.r_[False, basis.penalised]
+    assert fit_trend(design, y, penalised)[1] > 0
+    monkeypatch.setattr(geonp.ridge, "RIDGE_MAX_POINTS", len(y) - 1)
+    coef, ridge = fit_trend(design, y, penalised)
+    assert ridge == 0.0
+    np.testing.assert_allclose(coef, np.linalg.lstsq(design, y, rcond=None)[0], rtol=1e-10, atol=1e-12)
 
 
 def test_fit_trend__keeps_the_ridge_with_the_smallest_leave_one_out_error():
