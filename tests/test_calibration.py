@@ -389,3 +389,30 @@ def test_calibration_fields__nothing_to_calibrate_on():
     assert calibration_fields("te-pt-tnp", ds, layout, "infill", auto=True) == {}
     with pytest.raises(NoDataError, match=r"calibrate=True found nothing to calibrate on .*Pass calibrate=False"):
         calibration_fields("te-pt-tnp", ds, layout, "infill")
+
+
+def test_calibration__a_reversed_grid_axis_calibrates_alike():
+    """The calibration draws by array position: grids are put north up, x increasing, first."""
+    from geonp.calibrate_input import canonical_flips
+    from geonp.geo import describe
+
+    rng = np.random.default_rng(3)
+    lat, lon = np.arange(50.0, 56.0, 0.25), np.arange(-4.0, 3.0, 0.25)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    frames = [280 + np.sin(la + 0.3 * t) + np.cos(0.7 * lo - 0.2 * t) for t in range(3)]
+    values = np.where(rng.random((3, *la.shape)) < 0.6, np.stack(frames), np.nan)
+    ds = xr.Dataset({"t2m": (("time", "lat", "lon"), values, {"units": "K"})},
+                    coords={"time": pd.date_range("2020-01-01", periods=3, freq="h"), "lat": lat, "lon": lon})
+    prepared, layout = describe(ds, "t2m")
+    assert canonical_flips(prepared, layout) == {"lat": slice(None, None, -1)}
+    assert canonical_flips(*describe(ds.isel(lat=slice(None, None, -1)), "t2m")) == {}
+    across = ds.assign_coords(lon=(np.arange(175.0, 182.0, 0.25) + 180.0) % 360.0 - 180.0)  # 175 .. -178.25
+    assert "lon" not in canonical_flips(*describe(across, "t2m"))  # increasing across the dateline
+    assert canonical_flips(*describe(across.isel(lon=slice(None, None, -1)), "t2m")) == {
+        "lat": slice(None, None, -1), "lon": slice(None, None, -1)}
+    out = ds.np.infill("t2m", calibrate=True, land="none")
+    flipped = ds.isel(lat=slice(None, None, -1), lon=slice(None, None, -1)).np.infill("t2m", calibrate=True,
+                                                                                       land="none")
+    flipped = flipped.isel(lat=slice(None, None, -1), lon=slice(None, None, -1))
+    np.testing.assert_allclose(flipped.t2m_mean.values, out.t2m_mean.values, atol=2e-4)
+    np.testing.assert_allclose(flipped.t2m_std.values, out.t2m_std.values, rtol=1e-3, atol=2e-4)
