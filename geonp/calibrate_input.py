@@ -27,7 +27,7 @@ from .model import Model, check_settings, default_settings
 from .normalise import Normaliser
 from .pretrained import PRETRAINED
 
-__all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "canonical_flips", "check_option",
+__all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
            "delayed_calibration", "forecast_calibration", "infill_calibration", "note", "shipped_name",
            "trend_weights", "warn_uncalibrated_seasonal", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS",
            "CALIBRATION_FIELDS", "CALIBRATION_VALUES"]
@@ -152,7 +152,7 @@ def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_
         index[layout.time] = slice(T - frames, T)
     cells = max(1024, max_values // max(1, extra * frames))
     if len(layout.space_dims) == 2:
-        # a grid comes in one orientation (canonical_flips), so a reversed axis draws the same points
+        # a grid comes in one orientation (geo.canonical_flips), so a reversed axis draws the same points
         if points <= cells:
             return index
         side = int(np.sqrt(cells))
@@ -216,36 +216,13 @@ def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *,
     name = shipped_name(model)
     if name is None:
         _refuse_fitted(model)
-    flips = canonical_flips(ds, layout)
+    flips = geo.canonical_flips(ds, layout)
     ds, raw = ds.isel(flips), None if raw is None else raw.isel(flips)
     index = calibration_sample(ds, layout, _frames_needed(name, task, options))
     sample_raw = None if raw is None else raw.isel(index)
     args, kwargs = (name, ds.isel(index), layout, task), {"raw": sample_raw, "auto": auto, **options}
     key = dask.base.tokenize(calibration_fields, *args, **kwargs)  # deterministic: the same sample and options
     return dask.delayed(_calibrate_once)(key, *args, dask_key_name=f"calibration-{key}", **kwargs)
-
-
-def canonical_flips(ds: xr.Dataset, layout: geo.Layout) -> dict:
-    """Indexers that turn a grid's axes into one orientation: x increasing, y decreasing (north up).
-
-    The calibration draws its held-out points and tasks by array position, so a grid and its
-    reversed copy were calibrated on other draws (a rotated grid's forecast moved by 0.012 K with
-    rlat reversed: docs/benchmarks.md, "A ninth new-user test"). North up is the orientation of
-    GRIB and GeoTIFF files, so theirs read as they are. Longitudes are compared unwrapped (an axis
-    across the dateline is increasing). Axes without a 1-D coordinate of their own are left alone.
-    """
-    flips: dict = {}
-    if len(layout.space_dims) != 2:
-        return flips
-    for dim, want_increasing in zip(layout.space_dims, (False, True)):
-        if dim not in ds.coords or ds[dim].ndim != 1 or ds.sizes[dim] < 2:
-            continue
-        v = np.asarray(ds[dim].values, dtype=np.float64)
-        if layout.geographic and layout.plain_lonlat and dim == layout.x:
-            v = np.rad2deg(np.unwrap(np.deg2rad(v)))
-        if (v[-1] > v[0]) != want_increasing:
-            flips[dim] = slice(None, None, -1)
-    return flips
 
 
 #: calibrations this process has run, by their inputs' dask token (the most recent few)

@@ -28,6 +28,7 @@ from .surface import elevation_name, find_elevation, land_name
 
 __all__ = [
     "Layout",
+    "canonical_flips",
     "describe",
     "select_variable",
     "find_elevation",
@@ -317,3 +318,26 @@ def _xy_units(ds: xr.Dataset, x: str, y: str, crs: pyproj.CRS) -> tuple[tuple[fl
     from .io.crs import axis_scale, is_plain_lonlat
 
     return (axis_scale(ds[x], x, crs), axis_scale(ds[y], y, crs)), is_plain_lonlat(crs)
+
+
+def canonical_flips(ds: xr.Dataset, layout: Layout) -> dict:
+    """Indexers that turn a grid's axes into one orientation: x increasing, y decreasing (north up).
+
+    Calibration and training draw their held-out points and tasks by array position, so a grid and
+    its reversed copy were calibrated on other draws (a rotated grid's forecast moved by 0.012 K with
+    rlat reversed: docs/benchmarks.md, "A ninth new-user test"). North up is the orientation of
+    GRIB and GeoTIFF files, so theirs read as they are. Longitudes are compared unwrapped (an axis
+    across the dateline is increasing). Axes without a 1-D coordinate of their own are left alone.
+    """
+    flips: dict = {}
+    if len(layout.space_dims) != 2:
+        return flips
+    for dim, want_increasing in zip(layout.space_dims, (False, True)):
+        if dim not in ds.coords or ds[dim].ndim != 1 or ds.sizes[dim] < 2:
+            continue
+        v = np.asarray(ds[dim].values, dtype=np.float64)
+        if layout.geographic and layout.plain_lonlat and dim == layout.x:
+            v = np.rad2deg(np.unwrap(np.deg2rad(v)))
+        if (v[-1] > v[0]) != want_increasing:
+            flips[dim] = slice(None, None, -1)
+    return flips

@@ -393,8 +393,7 @@ def test_calibration_fields__nothing_to_calibrate_on():
 
 def test_calibration__a_reversed_grid_axis_calibrates_alike():
     """The calibration draws by array position: grids are put north up, x increasing, first."""
-    from geonp.calibrate_input import canonical_flips
-    from geonp.geo import describe
+    from geonp.geo import canonical_flips, describe
 
     rng = np.random.default_rng(3)
     lat, lon = np.arange(50.0, 56.0, 0.25), np.arange(-4.0, 3.0, 0.25)
