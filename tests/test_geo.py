@@ -1,6 +1,6 @@
 """Axes, CRS and model-space geometry (geonp.geo, geonp.normalise)."""
 
-import pyproj  # noqa: F401  isort: skip
+import pyproj  # isort: skip
 
 import numpy as np
 import pandas as pd
@@ -252,3 +252,35 @@ def test_select_variable__lists_coordinates_and_packed_integers_are_named():
         select_variable(packed, "t2m")
     plain_ints = ds.assign(t2m=ds.t2m.astype("int16"))  # integers without packing attributes are values
     assert select_variable(plain_ints, "t2m")[1] == "t2m"
+
+
+def _rotated_grid(pole_lat=39.25, flip_lat=False):
+    """A EURO-CORDEX-like rotated grid: rlat/rlon dims, 2-D lat/lon from the pole, a rotated_pole grid mapping."""
+    pole = {"grid_mapping_name": "rotated_latitude_longitude", "grid_north_pole_latitude": 39.25,
+            "grid_north_pole_longitude": -162.0}
+    rlat, rlon = np.arange(-10, 7.6, 0.44), np.arange(-12, 10, 0.44)
+    lon, lat = pyproj.Transformer.from_crs(pyproj.CRS.from_cf(pole), 4326, always_xy=True).transform(
+        *np.meshgrid(rlon, rlat))
+    lat = lat[::-1] if flip_lat else lat
+    truth = 280 + 5 * np.cos(np.deg2rad(lat)) + 2 * np.sin(np.deg2rad(2 * lon))
+    observed = np.where(np.random.default_rng(0).random(truth.shape) < 0.3, truth, np.nan)
+    return xr.Dataset(
+        {"tas": (("rlat", "rlon"), observed, {"units": "K", "grid_mapping": "rotated_pole"}),
+         "rotated_pole": ((), 0, {**pole, "grid_north_pole_latitude": pole_lat})},
+        coords={"rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees", "axis": "Y"}),
+                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees", "axis": "X"}),
+                "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
+                "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"})}), truth
+
+
+def test_rotated_grid__a_grid_mapping_that_contradicts_the_2d_coordinates_is_refused():
+    """Points are read from the 2-D lat/lon and the grid mapping is written out: they must agree."""
+    ds, truth = _rotated_grid()
+    _, layout = geo.describe(ds, "tas")
+    assert layout.space_dims == ("rlat", "rlon") and layout.x == "lon"
+    for bad in (_rotated_grid(pole_lat=30.0)[0], _rotated_grid(flip_lat=True)[0]):
+        with pytest.raises(CRSError, match=r"'rotated_latitude_longitude'.*disagree.*cell .* by the grid mapping.*"
+                                           r"expected the same place.*drop it"):
+            geo.describe(bad, "tas")
+    no_axes = ds.assign_coords(rlat=ds.rlat.assign_attrs(standard_name="", axis=""))
+    geo.describe(no_axes.drop_vars("rotated_pole").assign(tas=ds.tas.assign_attrs(grid_mapping="")), "tas")
