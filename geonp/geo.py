@@ -287,8 +287,9 @@ def describe(
         if found is None:
             raise CRSError(
                 f"{var!r} has projected coordinates ({x}, {y}) but no coordinate reference system was found "
-                "(no spatial_ref / grid_mapping variable). Pass crs= (e.g. crs='EPSG:27700', CLI --crs) or write "
-                "one with ds.rio.write_crs(...)."
+                f"({_missing_crs_detail(ds, var)}). Pass crs= (e.g. crs='EPSG:27700', or for a rotated pole "
+                "crs='+proj=ob_tran +o_proj=longlat +o_lat_p=<pole lat> +o_lon_p=0 +lon_0=<pole lon + 180>', CLI "
+                "--crs) or write one with ds.rio.write_crs(...)."
             )
         geographic = bool(found.is_geographic)
         wkt = found.to_wkt()
@@ -303,6 +304,19 @@ def describe(
     layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask, scale, plain)
     check_coordinates(ds, layout)
     return ds, layout
+
+
+def _missing_crs_detail(ds: xr.Dataset, var: str) -> str:
+    """Why no CRS was read: a ``grid_mapping`` attribute naming a missing variable, or a grid mapping nothing links."""
+    named = ds[var].attrs.get("grid_mapping") or ds[var].encoding.get("grid_mapping")
+    if named and str(named).split(":")[0].strip() not in ds.variables:
+        return (f"its grid_mapping attribute names {named!r}, which is not in the dataset: keep that variable "
+                "when selecting")
+    loose = [str(n) for n, v in ds.variables.items() if "grid_mapping_name" in v.attrs]
+    if loose:
+        return (f"{loose[0]!r} holds a grid mapping that no attribute links to {var!r}: set "
+                f"ds[{var!r}].attrs['grid_mapping'] = {loose[0]!r}")
+    return "no spatial_ref / grid_mapping variable"
 
 
 def _check_grid_mapping(ds: xr.Dataset, lon: str, lat: str, crs: pyproj.CRS) -> None:

@@ -284,3 +284,17 @@ def test_rotated_grid__a_grid_mapping_that_contradicts_the_2d_coordinates_is_ref
             geo.describe(bad, "tas")
     no_axes = ds.assign_coords(rlat=ds.rlat.assign_attrs(standard_name="", axis=""))
     geo.describe(no_axes.drop_vars("rotated_pole").assign(tas=ds.tas.assign_attrs(grid_mapping="")), "tas")
+
+
+def test_rotated_grid__a_missing_or_unlinked_grid_mapping_is_named_in_the_error():
+    ds = _rotated_grid()[0].drop_vars(["lat", "lon"])  # rlat/rlon alone need their grid mapping
+    with pytest.raises(CRSError, match=r"grid_mapping attribute names 'rotated_pole', which is not in the dataset"):
+        geo.describe(ds.drop_vars("rotated_pole"), "tas")
+    unlinked = ds.assign(tas=ds.tas.assign_attrs(grid_mapping=""))
+    with pytest.raises(CRSError, match=r"'rotated_pole' holds a grid mapping that no attribute links.*"
+                                       r"attrs\['grid_mapping'\] = 'rotated_pole'.*\+proj=ob_tran"):
+        geo.describe(unlinked, "tas")
+    hinted = "+proj=ob_tran +o_proj=longlat +o_lat_p=39.25 +o_lon_p=0 +lon_0=18"  # the hint, filled in
+    a = ds.np.infill("tas", land="none")
+    b = unlinked.np.infill("tas", land="none", crs=hinted)
+    np.testing.assert_allclose(b.tas_mean.values, a.tas_mean.values, atol=1e-4)
