@@ -24,6 +24,7 @@ import xarray as xr
 from . import timeaxis
 from .coordinates import check_coordinates
 from .errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
+from .io.crs import check_grid_mapping, missing_crs_detail
 from .surface import elevation_name, find_elevation, land_name
 
 __all__ = [
@@ -269,7 +270,7 @@ def describe(
         # the points are read from lon/lat; the CRS written back is the grid's own (e.g. a rotated pole
         # whose rlat/rlon are the output's dims), WGS 84 when the data name none
         if given is not None:
-            _check_grid_mapping(ds, lon, lat, given)
+            check_grid_mapping(ds, lon, lat, given)
         wkt = (given if given is not None else pyproj.CRS.from_epsg(4326)).to_wkt()
     else:
         x = _find(ds, space_candidates, lambda n, c: _attr(c, "standard_name") == "projection_x_coordinate"
@@ -287,7 +288,7 @@ def describe(
         if found is None:
             raise CRSError(
                 f"{var!r} has projected coordinates ({x}, {y}) but no coordinate reference system was found "
-                f"({_missing_crs_detail(ds, var)}). Pass crs= (e.g. crs='EPSG:27700', or for a rotated pole "
+                f"({missing_crs_detail(ds, var)}). Pass crs= (e.g. crs='EPSG:27700', or for a rotated pole "
                 "crs='+proj=ob_tran +o_proj=longlat +o_lat_p=<pole lat> +o_lon_p=0 +lon_0=<pole lon + 180>', CLI "
                 "--crs) or write one with ds.rio.write_crs(...)."
             )
@@ -304,69 +305,6 @@ def describe(
     layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask, scale, plain)
     check_coordinates(ds, layout)
     return ds, layout
-
-
-def _missing_crs_detail(ds: xr.Dataset, var: str) -> str:
-    """Why no CRS was read: a ``grid_mapping`` attribute naming a missing variable, or a grid mapping nothing links."""
-    named = ds[var].attrs.get("grid_mapping") or ds[var].encoding.get("grid_mapping")
-    if named and str(named).split(":")[0].strip() not in ds.variables:
-        return (f"its grid_mapping attribute names {named!r}, which is not in the dataset: keep that variable "
-                "when selecting")
-    loose = [str(n) for n, v in ds.variables.items() if "grid_mapping_name" in v.attrs]
-    if loose:
-        return (f"{loose[0]!r} holds a grid mapping that no attribute links to {var!r}: set "
-                f"ds[{var!r}].attrs['grid_mapping'] = {loose[0]!r}")
-    return "no spatial_ref / grid_mapping variable"
-
-
-def _check_grid_mapping(ds: xr.Dataset, lon: str, lat: str, crs: pyproj.CRS) -> None:
-    """Refuse a grid mapping that puts the grid's cells elsewhere than its 2-D ``lon``/``lat`` do.
-
-    The points are read from the 2-D coordinates and the grid mapping is written to the output, so
-    the two must agree: a rotated pole given with another pole, or 2-D latitudes flipped against
-    the grid's rows, predicted from one and labelled with the other. Checked at the corners and the
-    centre, on grids whose dims have 1-D coordinates marked as the CRS's axes (CF ``axis`` X/Y or
-    ``standard_name`` grid_longitude/grid_latitude, e.g. CORDEX's rlon/rlat).
-    """
-    if ds[lat].ndim != 2 or ds[lon].dims != ds[lat].dims:
-        return
-    axes = {}
-    for d in ds[lat].dims:
-        c = ds.coords.get(d)
-        if c is None or c.ndim != 1:
-            return
-        axis, name = _attr(c, "axis").upper(), _attr(c, "standard_name").lower()
-        if axis == "X" or name == "grid_longitude":
-            axes["x"] = d
-        elif axis == "Y" or name == "grid_latitude":
-            axes["y"] = d
-    if set(axes) != {"x", "y"}:
-        return
-    ydim, xdim = ds[lat].dims
-    ny, nx = ds.sizes[ydim], ds.sizes[xdim]
-    cells = [(0, 0), (0, nx - 1), (ny - 1, 0), (ny - 1, nx - 1), (ny // 2, nx // 2)]
-    gx = np.array([float(ds[axes["x"]].values[j if axes["x"] == xdim else i]) for i, j in cells])
-    gy = np.array([float(ds[axes["y"]].values[i if axes["y"] == ydim else j]) for i, j in cells])
-    try:
-        lon_m, lat_m = pyproj.Transformer.from_crs(crs, 4326, always_xy=True).transform(gx, gy)
-    except pyproj.exceptions.ProjError:
-        return
-    lon_d = np.array([float(ds[lon].values[i, j]) for i, j in cells])
-    lat_d = np.array([float(ds[lat].values[i, j]) for i, j in cells])
-    off = np.hypot((lon_m - lon_d + 180.0) % 360.0 - 180.0, lat_m - lat_d)
-    if np.all(np.isfinite(off)) and off.max() > 0.05:
-        k = int(np.argmax(off))
-        try:
-            name = crs.to_cf().get("grid_mapping_name") or crs.name
-        except pyproj.exceptions.CRSError:
-            name = crs.name
-        raise CRSError(
-            f"the grid mapping ({name!r}) and the 2-D coordinates {lon!r}/{lat!r} disagree: cell "
-            f"{cells[k]} of ({ydim}, {xdim}) is at lon {lon_m[k]:.2f}, lat {lat_m[k]:.2f} by the grid mapping and at "
-            f"lon {lon_d[k]:.2f}, lat {lat_d[k]:.2f} by {lon!r}/{lat!r}; expected the same place. Fix the grid "
-            f"mapping's attributes (e.g. the pole), or drop it (the 2-D coordinates alone define the points) or "
-            f"drop {lon!r}/{lat!r}."
-        )
 
 
 def _read_crs(ds: xr.Dataset, crs) -> pyproj.CRS | None:
