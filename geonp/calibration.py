@@ -216,7 +216,7 @@ def infill_mean_weight(y: np.ndarray, mean: np.ndarray, trend: np.ndarray, weigh
     ``trend`` is what a task predicts with the network's standardised mean at 0: the static trend
     plus the context's mean. Where the context's residuals from the trend are mostly station noise
     (a nugget), the shipped weights, pretrained on smooth fields, follow it (docs/benchmarks.md,
-    "The network's departure from the trend, shrunk").
+    "A trend that varies across the region, shrunk").
 
     With ``groups`` (one label per point: its place, as a station held out on several tasks) the
     fit is only trusted as far as the places support it: the weight is the

@@ -17,8 +17,8 @@ from . import geo
 __all__ = ["pole_rows", "merge_pole_copies"]
 
 
-def pole_rows(out: xr.Dataset, layout: geo.Layout) -> xr.DataArray | None:
-    """Boolean over the latitude dim marking rows at ±90°, or ``None`` when the grid has none.
+def pole_rows(out: xr.Dataset, layout: geo.Layout) -> np.ndarray | None:
+    """Indices along the latitude dim of the rows at ±90°, or ``None`` when the grid has none.
 
     Only a grid of plain longitudes and latitudes (1-D, one dim each) with two or more longitudes
     has copies of a pole; stations and projected or curvilinear grids are left alone.
@@ -29,24 +29,34 @@ def pole_rows(out: xr.Dataset, layout: geo.Layout) -> xr.DataArray | None:
     if layout.y not in out.coords or out[layout.y].dims != (ydim,) or out.sizes.get(xdim, 0) < 2:
         return None
     lat = np.asarray(out[layout.y].values, dtype=np.float64)
-    pole = np.abs(np.abs(lat) - 90.0) < 1e-9
-    return xr.DataArray(pole, dims=ydim) if pole.any() else None
+    rows = np.flatnonzero(np.abs(np.abs(lat) - 90.0) < 1e-9)
+    return rows if len(rows) else None
 
 
 def merge_pole_copies(out: xr.Dataset, layout: geo.Layout, var: str) -> xr.Dataset:
     """``out`` with every copy of a pole given the copies' mean ``{var}_mean`` and pooled ``{var}_std``.
 
-    Lazy when ``out`` is (a reduction along the longitude dim of the pole rows only).
+    Only the pole rows are recomputed and put back in place: when ``out`` is lazy, the other rows'
+    blocks do not depend on them (a ``where`` against a reduction would make every block wait for
+    the poles), and the latitude chunks are restored.
     """
-    pole = pole_rows(out, layout)
-    if pole is None:
+    rows = pole_rows(out, layout)
+    if rows is None:
         return out
-    xdim = layout.space_dims[1]
+    ydim, xdim = layout.space_dims
     out = out.copy()
-    mean, std = out[f"{var}_mean"], out[f"{var}_std"]
-    merged_mean = mean.where(~pole, mean.mean(xdim).astype(mean.dtype))
-    merged_std = std.where(~pole, np.sqrt((std**2).mean(xdim)).astype(std.dtype))
-    for name, new, old in ((f"{var}_mean", merged_mean, mean), (f"{var}_std", merged_std, std)):
-        out[name] = new.transpose(*old.dims).assign_attrs(old.attrs)
-        out[name].encoding = dict(old.encoding)
+    for name, pooled in ((f"{var}_mean", False), (f"{var}_std", True)):
+        da = out[name]
+        band = da.isel({ydim: rows})
+        merged = np.sqrt((band**2).mean(xdim)) if pooled else band.mean(xdim)
+        merged = merged.broadcast_like(band).transpose(*da.dims).astype(da.dtype)
+        pieces, start = [], 0
+        for k, row in enumerate(rows):
+            pieces += [da.isel({ydim: slice(start, row)}), merged.isel({ydim: [k]})]
+            start = row + 1
+        new = xr.concat([*pieces, da.isel({ydim: slice(start, None)})], dim=ydim)
+        if da.chunks is not None:
+            new = new.chunk({ydim: da.chunksizes[ydim]})
+        out[name] = new.assign_attrs(da.attrs)
+        out[name].encoding = dict(da.encoding)
     return out

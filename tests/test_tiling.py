@@ -176,7 +176,17 @@ def test_global_grid__the_copies_of_a_pole_get_one_prediction():
             assert np.isfinite(values).all() and np.ptp(values) < 1e-4, name
     assert np.ptp(out.tas_mean.values[1]) > 0.1  # the rows next to the poles are not merged
     assert out.tas_mean.attrs["long_name"].endswith("(predictive mean)")
-    lazy = ds.chunk({"lon": 12}).np.infill("tas", land="none")
+    lazy = ds.chunk({"lon": 12, "lat": 5}).np.infill("tas", land="none")
+    blocks = lazy.tas_mean.data.blocks
+    assert lazy.tas_mean.data.chunks == ((5, 5, 5, 4), (12, 12, 12))  # the input's chunks, poles merged or not
+
+    def graph_size(block):
+        from dask.optimization import cull
+
+        return len(cull(dict(block.__dask_graph__()), block.__dask_keys__())[0])
+
+    # a block away from the poles does not wait for them; one in a pole's band waits for the whole row
+    assert graph_size(blocks[1, 0]) < graph_size(blocks[0, 0])
     np.testing.assert_allclose(lazy.tas_mean.values, out.tas_mean.values, atol=2e-4)
     np.testing.assert_allclose(lazy.tas_filled.values[0], out.tas_mean.values[0], atol=2e-4)
     flipped = ds.isel(lat=slice(None, None, -1)).np.infill("tas", land="none")  # descending latitude
