@@ -1,17 +1,14 @@
 """The per-chunk prediction body: tasks (numpy) → padded batches → model → mean/std (numpy).
 
 This is the only place where the xarray side meets torch. It is called inside dask tasks, so
-the model travels as a plain :class:`ModelPayload` (name, config and weights as numpy arrays)
-and is rebuilt once per worker process.
+the model travels as a plain :class:`~geonp.payload.ModelPayload` (name, config and weights as
+numpy arrays) and is rebuilt once per worker process.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -27,9 +24,10 @@ from .data.tasks import (
     infill_tasks,
     nearest_distance,
 )
-from .errors import ConfigError, FarFromDataWarning, NoContextWarning, warn_user
-from .models import Batch, NeuralProcess, model_from_config
+from .errors import FarFromDataWarning, NoContextWarning, warn_user
+from .models import Batch, NeuralProcess
 from .normalise import Normaliser
+from .payload import ModelPayload, net_from_payload, resolve_device
 
 __all__ = [
     "ModelPayload", "collate", "predict_tasks", "resolve_device", "net_from_payload", "infill_block", "forecast_block",
@@ -37,63 +35,6 @@ __all__ = [
 
 #: padded context × tasks per forward pass (bounds memory; results do not depend on it)
 MAX_BATCH_POINTS = 1 << 15
-
-
-@dataclass(frozen=True)
-class ModelPayload:
-    """A model as plain data, cheap to send to dask workers."""
-
-    name: str
-    config: dict
-    state: dict  # parameter name -> numpy array
-    digest: str
-
-    @classmethod
-    def from_net(cls, net: NeuralProcess) -> ModelPayload:
-        """Capture ``net``'s architecture and weights."""
-        state = {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
-        h = hashlib.sha256(net.name.encode())
-        for k in sorted(state):
-            h.update(k.encode())
-            h.update(np.ascontiguousarray(state[k]).tobytes())
-        return cls(net.name, net.config.to_dict(), state, h.hexdigest())
-
-    def __dask_tokenize__(self):
-        return ("geonp.ModelPayload", self.digest)
-
-
-_CACHE: dict[tuple[str, str], NeuralProcess] = {}
-_LOCK = threading.Lock()
-
-
-def net_from_payload(payload: ModelPayload, device: torch.device) -> NeuralProcess:
-    """Return the model of ``payload`` on ``device``, built once per process and device."""
-    key = (payload.digest, str(device))
-    with _LOCK:
-        net = _CACHE.get(key)
-        if net is None:
-            net = model_from_config(payload.name, payload.config)
-            net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in payload.state.items()})
-            net = net.to(device).eval()
-            if len(_CACHE) > 8:
-                _CACHE.clear()
-            _CACHE[key] = net
-    return net
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU; anything else as torch reads it."""
-    if device is None or str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ConfigError(f"device={device!r} is not a device torch knows; expected 'auto', 'cpu' or 'cuda'.") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device='cuda' was asked for but no CUDA GPU is available; use device='auto' or 'cpu'.")
-    if dev.type not in ("cpu", "cuda"):  # mps, xpu, meta, ...: torch knows them, geonp is not checked on them
-        raise ConfigError(f"device={device!r}: geonp runs on 'cpu' or 'cuda'; expected 'auto', 'cpu' or 'cuda'.")
-    return dev
 
 
 def _pad(arrays: Sequence[np.ndarray | None], n: int) -> tuple[torch.Tensor | None, torch.Tensor]:
