@@ -45,7 +45,7 @@ AUTO_CALIBRATION_POINTS = 3
 
 #: the normaliser fields a calibration sets; every other field stays the shipped weights'
 CALIBRATION_FIELDS = ("std_scale", "infill_mean_weight", "infill_std_base", "infill_std_extra", "gap_distance",
-                      "gap_std_scale",
+                      "gap_std_scale", "support_std_scale",
                       "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "lead_damping")
 
 

@@ -1,7 +1,8 @@
 """Calibration of a model on held-out points of its training data (forward passes only).
 
 * infill: factors on the predictive std, ``sqrt(mean(z²))`` over held-out points weighted so
-  that their distances to the context match the data's own gaps, per bin of that distance;
+  that their distances to the context match the data's own gaps, per bin of that distance, then
+  by how the target's own place is observed in the other frames (:func:`support_scales`);
 * forecast: per lead, a blend of the network's mean with persistence and the last step's trend
   (least squares, shrunk towards the network alone by cross-validation across the calibration
   tasks: :func:`geonp.blend.shrunk_mean_weights`), and the std ``sqrt((a σ)² + b²)`` (maximum likelihood),
@@ -15,7 +16,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .blend import Blend, lag_regression, mean_weights, shrunk_mean_weights
-from .data import SamplerConfig, TaskSampler, Window, coarsen_far, gap_to_context, nearest_distance
+from .data import SamplerConfig, TaskSampler, Window, coarsen_far, gap_to_context, nearest_distance, temporal_support
 from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
@@ -24,8 +25,13 @@ from .normalise import Normaliser
 MEAN_WEIGHT_RESAMPLES = 200
 MEAN_WEIGHT_QUANTILE = 0.9
 
+#: share of the infill calibration's tasks without a hole whose held-out points are missing from every
+#: frame (scattered places with no record in the window, as new stations), beside the holes
+CALIBRATION_VANISH = 0.3
+
 __all__ = ["Blend", "calibrate", "coverage_factor", "forecast_fields", "gap_distances", "gap_scales", "lag_regression",
-           "match_weights", "infill_mean_weight", "mean_weights", "shrunk_mean_weights", "std_fit", "window_context"]
+           "match_weights", "infill_mean_weight", "mean_weights", "shrunk_mean_weights", "std_fit", "support_scales",
+           "window_context"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
@@ -42,7 +48,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         frames, keep = 2 * settings["half_window"] + 1, (0.7, 0.95)
         cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, float(np.mean(keep))),
                             max_targets=256, half_window=settings["half_window"], keep_range=keep,
-                            hole_probability=0.5)
+                            hole_probability=0.5, vanish_probability=CALIBRATION_VANISH)
     else:
         cal = SamplerConfig(task="forecast", max_context=window_context(settings, settings["context_frames"]),
                             max_targets=512, context_frames=settings["context_frames"], max_lead=config.max_lead)
@@ -73,10 +79,9 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         base, extra = std_fit(y - mean, std, weights=w)
         std = np.sqrt((base * std) ** 2 + extra**2)
         z2 = ((y - mean) / std) ** 2
-        centres, scales = gap_scales(near, z2, w)
         return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0)),
-                "infill_mean_weight": weight, "gap_distance": centres, "gap_std_scale": scales,
-                "infill_std_base": base, "infill_std_extra": extra}
+                "infill_mean_weight": weight, "infill_std_base": base, "infill_std_extra": extra,
+                **support_scales(near, z2, w, np.concatenate([temporal_support(t) for t in tasks]))}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
     task_of = np.concatenate([np.full(t.num_targets, i) for i, t in enumerate(tasks)])
     return forecast_fields(y, mean, std, leads, np.concatenate([t.persistence for t in tasks]),
@@ -253,6 +258,36 @@ def std_fit(error: np.ndarray, std: np.ndarray, steps: int = 21,
             best = (nll, lam, c2)
     _, lam, c2 = best
     return float(np.clip(np.sqrt(c2 * lam / m), 0.0, 5.0)), float(np.sqrt(c2 * (1.0 - lam)))
+
+
+def support_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, support: np.ndarray,
+                   min_points: int = 100) -> dict:
+    """The infill std factors by gap size (:func:`gap_scales`), then by the target's temporal support.
+
+    A target whose own place is observed in other frames of the context (``support`` 1 or 2 sides,
+    :func:`geonp.data.temporal_support`) has an error set by its own record more than by its
+    distance to its neighbours, and a record on both sides of the gap brackets it. Calibration tasks
+    mix the three kinds (first and last frames have one side; holes and vanished places none), and
+    one factor per gap size for the mixture is too wide for the one and too narrow for the other
+    (docs/benchmarks.md, "Temporal support"). So after the gap factors each support gets the
+    factor ``sqrt(mean(z²))`` of its own points (weighted), when it has ``min_points`` of them (1
+    otherwise). Returns the :class:`~geonp.normalise.Normaliser` fields ``gap_distance``,
+    ``gap_std_scale`` and ``support_std_scale`` (empty when there are no gap factors).
+    """
+    centres, scales = gap_scales(distance, z2, weights)
+    out = {"gap_distance": centres, "gap_std_scale": scales, "support_std_scale": ()}
+    if not centres:
+        return out
+    f = np.interp(np.log(np.maximum(distance, 1e-6)), np.log(np.asarray(centres)), np.asarray(scales))
+    z2 = z2 / f**2
+    ok = np.isfinite(z2) & (weights > 0)
+    factors = []
+    for k in range(3):
+        sel = ok & (np.asarray(support) == k)
+        factors.append(float(np.clip(np.sqrt(np.sum(weights[sel] * z2[sel]) / np.sum(weights[sel])), 0.2, 5.0))
+                       if sel.sum() >= min_points else 1.0)
+    out["support_std_scale"] = tuple(factors) if factors != [1.0, 1.0, 1.0] else ()
+    return out
 
 
 def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,

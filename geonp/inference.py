@@ -23,6 +23,7 @@ from .data.tasks import (
     gap_to_context,
     infill_tasks,
     nearest_distance,
+    temporal_support,
 )
 from .errors import FarFromDataWarning, NoContextWarning, warn_user
 from .models import Batch, NeuralProcess
@@ -291,12 +292,13 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
-        gap = np.full(out.shape[1:], np.inf)
-        for g, where in zip(gaps, own):
+        gap, support = np.full(out.shape[1:], np.inf), np.zeros(out.shape[1:], dtype=np.int8)
+        for t, g, where in zip(tasks, gaps, own):
+            s = None if t is None else temporal_support(t)  # its own place in the other frames
             for row, k in where:
                 if g is not None:
-                    gap[row] = g[k * n_tgt:(k + 1) * n_tgt]
-        out[1] *= norm.std_factor(distance=gap).astype(np.float32)
+                    gap[row], support[row] = g[k * n_tgt:(k + 1) * n_tgt], s[k * n_tgt:(k + 1) * n_tgt]
+        out[1] *= norm.std_factor(distance=gap, support=support).astype(np.float32)
         # far beyond the gaps the calibration saw (targets= a grid far from the stations), it cannot tell the
         # network's std to stop growing: never below the network's own there
         beyond = gap > BEYOND_CALIBRATION * norm.gap_distance[-1]

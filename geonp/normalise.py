@@ -39,7 +39,7 @@ MIN_FRAME_RELIEF = 5.0
 #: frame means are removed only when they spread more than this times the residuals within frames
 FRAME_MEANS_RATIO = 1.0
 _TUPLES = ("covariates", "lead_std_scale", "lead_std_extra", "lead_mean_weight", "lead_trend_weight", "lead_damping",
-           "gap_distance", "gap_std_scale")
+           "gap_distance", "gap_std_scale", "support_std_scale")
 
 
 def _target_basis(basis: StaticBasis | None, et, lt) -> StaticBasis | None:
@@ -123,6 +123,10 @@ class Normaliser:
         Infill calibration by gap size: factors on the predictive std at these distances (model
         units, increasing) from a target to the nearest context point of its own frame,
         interpolated in log-distance and constant beyond the ends. Empty: ``std_scale`` everywhere.
+    support_std_scale : tuple of float
+        Infill calibration: factors on the std after the gap factors, by how the target's own place
+        is observed in the other frames of its context (:func:`geonp.data.temporal_support`: not
+        at all, on one side, on both sides). Empty: 1.
     lead_trend_weight : tuple of float
         Forecast calibration per lead: the weight ``v`` of a trend term added to the mean,
         ``v * ((y(t0) - y(t0 - 1)) - (r(t0 + h) - r(t0 + h - 1)))``: the last step's change less the
@@ -160,6 +164,7 @@ class Normaliser:
     lead_damping: tuple[float, ...] = ()
     gap_distance: tuple[float, ...] = ()
     gap_std_scale: tuple[float, ...] = ()
+    support_std_scale: tuple[float, ...] = ()
     elevation_trend: bool = True
     frame_means: bool = True
     extra: dict = field(default_factory=dict)
@@ -170,6 +175,9 @@ class Normaliser:
                 self.gap_distance and min(self.gap_distance) <= 0):
             raise ConfigError(f"gap_distance {self.gap_distance} and gap_std_scale {self.gap_std_scale} must have "
                               "the same length, with positive increasing distances.")
+        if self.support_std_scale and len(self.support_std_scale) != 3:
+            raise ConfigError(f"support_std_scale must hold 3 factors (support 0, 1, 2) or none, got "
+                              f"{self.support_std_scale}.")
         for name in ("space_unit_km", "time_unit_hours"):
             v = getattr(self, name)
             if v is not None and not (np.isfinite(v) and v > 0):
@@ -202,12 +210,19 @@ class Normaliser:
             data[name] = tuple(data.get(name, ()))
         return cls(**data)
 
-    def std_factor(self, lead_frames: np.ndarray | None = None,
-                   distance: np.ndarray | None = None) -> np.ndarray | float:
-        """Calibration factor of the predictive std: per lead for forecasts, per gap ``distance`` for infill."""
+    def std_factor(self, lead_frames: np.ndarray | None = None, distance: np.ndarray | None = None,
+                   support: np.ndarray | None = None) -> np.ndarray | float:
+        """Calibration factor of the predictive std: per lead for forecasts, per gap ``distance`` for infill.
+
+        ``support`` (infill, the shape of ``distance``): each target's
+        :func:`~geonp.data.temporal_support`, for the ``support_std_scale`` factors.
+        """
         if distance is not None and self.gap_std_scale:
             d = np.log(np.maximum(np.asarray(distance, dtype=np.float64), 1e-6))
-            return np.interp(d, np.log(np.asarray(self.gap_distance)), np.asarray(self.gap_std_scale))
+            out = np.interp(d, np.log(np.asarray(self.gap_distance)), np.asarray(self.gap_std_scale))
+            if support is not None and self.support_std_scale:
+                out = out * np.asarray(self.support_std_scale)[np.asarray(support, dtype=np.intp)]
+            return out
         if lead_frames is None or not self.lead_std_scale:
             return self.std_scale
         return _per_lead(self.lead_std_scale, lead_frames)

@@ -46,10 +46,17 @@ def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
 
 def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
             crs_layout: geo.Layout | None = None) -> xr.Dataset:
-    """Add the CRS (of ``crs_layout``, default ``layout``) and global CF/provenance attributes; compute unless lazy."""
+    """Add the CRS (of ``crs_layout``, default ``layout``) and global CF/provenance attributes; compute unless lazy.
+
+    A curvilinear grid read from 2-D latitude/longitude alone gets no CRS: WGS 84 describes those
+    coordinates, not the grid's own axes (``rlat``/``rlon``, ``y``/``x``), and rioxarray would read
+    it as the axes' CRS and place the grid elsewhere. The 2-D latitude/longitude stay in the output.
+    """
     from .io.crs import write_crs
 
-    out = write_crs(out, (crs_layout or layout).crs)
+    where = crs_layout or layout
+    if not _lonlat_off_axes(out, where):
+        out = write_crs(out, where.crs)
     out.attrs.update({
         "Conventions": "CF-1.8",
         "title": f"geonp {task} of {layout.var}",
@@ -63,6 +70,13 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         "geonp_task": task,
     })
     return out if lazy else out.compute()
+
+
+def _lonlat_off_axes(out: xr.Dataset, layout: geo.Layout) -> bool:
+    """Whether the CRS of ``layout`` is plain longitude/latitude and those are not the output's own axes."""
+    from .io.crs import is_plain_lonlat
+
+    return layout.x in out.coords and out[layout.x].ndim > 1 and is_plain_lonlat(layout.crs)
 
 
 #: CF attributes a latitude/longitude coordinate gets in the output when it has none of its own

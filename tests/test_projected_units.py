@@ -172,3 +172,24 @@ def test_rotated_rlat_rlon_without_units_are_not_labelled_latitude_longitude():
                                                                                    "lon": [0.0, 1.0, 2.0]})
     coords = space_coords(plain, geo.describe(plain)[1])  # plain lat/lon without units: CF's
     assert (coords["lat"].attrs["units"], coords["lon"].attrs["units"]) == ("degrees_north", "degrees_east")
+
+
+def test_2d_lonlat_without_a_grid_mapping_writes_no_crs_on_the_grid_axes(tmp_path):
+    """WGS 84 would describe the 2-D lat/lon, not rlat/rlon: rioxarray would put the grid off West Africa."""
+    import geonp
+
+    ref, _, _ = rotated_field(two_d=True)
+    bare = ref.drop_vars("rotated_pole").copy(deep=True)
+    del bare.tas.attrs["grid_mapping"]
+    out = bare.np.infill(model="bsa-tnp", land="none")
+    assert "spatial_ref" not in out.coords and "grid_mapping" not in out.tas_mean.encoding
+    assert out.lat.dims == ("rlat", "rlon")
+    geonp.to_zarr(out, tmp_path / "bare.zarr", progress=False)
+    back = xr.open_zarr(tmp_path / "bare.zarr", decode_coords="all")
+    assert back.rio.crs is None and back.lat.dims == ("rlat", "rlon")
+    # with the grid mapping the rotated CRS is the axes' own, and it is written
+    kept = ref.np.infill(model="bsa-tnp", land="none")
+    gm = kept.spatial_ref.attrs
+    assert gm["grid_mapping_name"] == "rotated_latitude_longitude"
+    assert (gm["grid_north_pole_latitude"], gm["grid_north_pole_longitude"]) == (39.25, -162.0)
+    np.testing.assert_allclose(out.tas_mean.values, kept.tas_mean.values, rtol=0, atol=1e-4)

@@ -10,10 +10,11 @@ from .tasks import (
     gap_to_context,
     infill_tasks,
     nearest_distance,
+    temporal_support,
 )
 
 __all__ = [
     "Window", "Task", "infill_tasks", "frame_groups", "forecast_tasks", "gap_to_context", "nearest_distance",
-    "coarsen_far",
+    "coarsen_far", "temporal_support",
     "SamplerConfig", "TaskSampler",
 ]

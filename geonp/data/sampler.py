@@ -39,6 +39,7 @@ class SamplerConfig:
     max_lead: int = 6  # forecast: largest lead in frames
     keep_range: tuple[float, float] = (0.05, 1.0)  # infill: fraction of observed points kept as context
     hole_probability: float = 0.25  # infill: chance of a contiguous hole (missing from every frame of the window)
+    vanish_probability: float = 0.0  # infill, without a hole: chance that the targets are missing from every frame
 
     def __post_init__(self) -> None:
         if self.task not in ("infill", "forecast"):
@@ -129,7 +130,7 @@ class TaskSampler:
         frames = np.arange(max(0, i - c.half_window), min(T, i + c.half_window + 1))
         per_point = len(frames) * max(self.obs_fraction, 1e-3) * keep
         region = self._region(rng, int(max(32, c.max_context / per_point)))
-        picks, target_idx, hole = [], None, None
+        picks, target_idx, hole, vanish = [], None, None, False
         for j in [i, *(f for f in frames if f != i)]:  # the target frame first: it decides the hole
             obs = np.flatnonzero(np.isfinite(self.values[e, j, region]))
             kept = obs[rng.random(len(obs)) < keep]
@@ -145,6 +146,11 @@ class TaskSampler:
                 kept = kept[((self.window.xy[region[kept]] - hole[0]) ** 2).sum(1) > hole[1] ** 2]
             if j == i:
                 target_idx = np.setdiff1d(obs, kept)
+                # scattered places missing from the whole window (new stations); no draw when off, so that
+                # the training streams stay as they were
+                vanish = hole is None and c.vanish_probability > 0 and rng.random() < c.vanish_probability
+            elif vanish:
+                kept = np.setdiff1d(kept, target_idx)
             picks.append((j, region[kept]))
         if len(target_idx) > c.max_targets:
             target_idx = rng.choice(target_idx, c.max_targets, replace=False)

@@ -24,7 +24,7 @@ from ..normalise import Normaliser
 from ..trend import LAND_CONTRAST_R2, basis_variance, land_contrast, static_basis
 
 __all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
-           "gap_to_context", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR",
+           "gap_to_context", "temporal_support", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR",
            "FAR_FROM_DATA_UNITS"]
 
 #: targets farther than this from the context of their own frame (model units) are predicted in coarser units
@@ -301,6 +301,29 @@ def gap_to_context(task: Task) -> np.ndarray:
         sel = task.xt[:, 2] == t
         out[sel] = nearest_distance(task.xt[sel, :2], task.xc[task.xc[:, 2] == t, :2])
     return out
+
+
+def temporal_support(task: Task) -> np.ndarray:
+    """How each target's own place is observed in the other frames of the context: 0, 1 or 2 sides.
+
+    2: the place is a context point both in an earlier and in a later frame (a station missing one
+    month between months it reports: its own record brackets the gap); 1: on one side only (the
+    first or last frame of a window, or a record that starts or stops); 0: not at all (a hole that
+    persists, a new station, a ``targets=`` point). The infill calibration scales the std by
+    support (see :func:`geonp.calibration.support_scales`). Places match exactly: the
+    coordinates of one place are the same floats in every frame of a task.
+    """
+    nc, nt = task.num_context, task.num_targets
+    out = np.zeros(nt, dtype=np.int8)
+    if nc == 0 or nt == 0:
+        return out
+    place = np.unique(np.concatenate([task.xc[:, :2], task.xt[:, :2]]), axis=0, return_inverse=True)[1].ravel()
+    n = int(place.max()) + 1
+    first, last = np.full(n, np.inf), np.full(n, -np.inf)
+    np.minimum.at(first, place[:nc], task.xc[:, 2])
+    np.maximum.at(last, place[:nc], task.xc[:, 2])
+    t, p = task.xt[:, 2], place[nc:]
+    return ((first[p] < t).astype(np.int8) + (last[p] > t)).astype(np.int8)
 
 
 def coarsen_far(task: Task, reach: float = FAR_GAP_UNITS, max_factor: float = FAR_GAP_MAX_FACTOR,
