@@ -350,7 +350,9 @@ def _gap_profile(fit: dict) -> str:
     if "infill_std_extra" in fit:
         out += f"; std sqrt(({fit['infill_std_base']:.2f} σ)² + {fit['infill_std_extra']:.2f}²) before the factors"
     pairs = ", ".join(f"{s:.2f} at {d:.2f}" for d, s in zip(fit.get("gap_distance", []), fit.get("gap_std_scale", [])))
-    return out + (f"; by gap distance (model units): {pairs}" if pairs else "")
+    out += f"; by gap distance (model units): {pairs}" if pairs else ""
+    support = " / ".join(f"{s:.2f}" for s in fit.get("support_std_scale") or [])
+    return out + (f"; then by temporal support (none / one side / both sides): {support}" if support else "")
 
 
 def doc() -> None:
