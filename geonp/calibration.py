@@ -39,16 +39,20 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     """Scale of the predictive std that makes held-out errors unit-variance: ``sqrt(mean(z²))``.
 
     Infill: tasks hold out 5–30 % of a frame's observed points and keep every other observed
-    point as context, as prediction does. Forecast: tasks with the context of prediction (the
+    point as context, as prediction does (the other frames whole since 2026-11-27); half the tasks
+    also cut a hole through every frame, and :data:`CALIBRATION_VANISH` of the others remove the
+    held-out places from every frame. Forecast: tasks with the context of prediction (the
     model's ``context_frames``), one factor per lead, after the mean is blended with persistence
     and the trend (see :func:`mean_weights`; ``raw`` is the variable when ``values`` are departures
     from a reference). Forward passes only.
     """
     if config.task == "infill":
         frames, keep = 2 * settings["half_window"] + 1, (0.7, 0.95)
-        cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, float(np.mean(keep))),
+        # the other frames keep every observed point, as prediction does
+        kept = (float(np.mean(keep)) + frames - 1) / frames
+        cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, kept),
                             max_targets=256, half_window=settings["half_window"], keep_range=keep,
-                            hole_probability=0.5, vanish_probability=CALIBRATION_VANISH)
+                            hole_probability=0.5, vanish_probability=CALIBRATION_VANISH, thin_other_frames=False)
     else:
         cal = SamplerConfig(task="forecast", max_context=window_context(settings, settings["context_frames"]),
                             max_targets=512, context_frames=settings["context_frames"], max_lead=config.max_lead)

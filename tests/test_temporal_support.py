@@ -78,16 +78,26 @@ def test_calibration_tasks_can_hold_places_missing_from_the_whole_window():
                     hours=np.arange(T, dtype=float), lon=np.zeros(P))
     norm = Normaliser(time_unit_hours=1.0)
 
-    def supports(vanish):
+    def supports(vanish, thin=True):
         config = SamplerConfig(task="infill", max_context=1024, max_targets=64, half_window=3, keep_range=(0.7, 0.9),
-                               hole_probability=0.0, vanish_probability=vanish)
+                               hole_probability=0.0, vanish_probability=vanish, thin_other_frames=thin)
         sampler = TaskSampler(values, window, norm, config)
         task_rng = np.random.default_rng(0)
-        return np.concatenate([temporal_support(sampler.sample(task_rng)) for _ in range(20)])
+        tasks = [sampler.sample(task_rng) for _ in range(20)]
+        return np.concatenate([temporal_support(t) for t in tasks]), tasks
 
-    assert (supports(1.0) == 0).all()
-    kept = supports(0.0)
+    assert (supports(1.0)[0] == 0).all()
+    kept = supports(0.0)[0]
     assert (kept > 0).mean() > 0.95 and (kept == 2).any() and (kept == 1).any()
+    # as prediction: the other frames keep every observed point, so each target is seen on every side it has
+    kept, tasks = supports(0.0, thin=False)
+    for task in tasks:
+        frames = np.unique(task.xc[:, 2])
+        t = task.xt[0, 2]
+        assert (task.xc[:, 2] != t).sum() == P * (len(frames) - (t in frames))
+        want = int(frames.min() < t) + int(frames.max() > t)
+        assert (temporal_support(task) == want).all()
+    assert (supports(1.0, thin=False)[0] == 0).all()
 
 
 def test_infill_scales_the_std_by_support():

@@ -40,6 +40,7 @@ class SamplerConfig:
     keep_range: tuple[float, float] = (0.05, 1.0)  # infill: fraction of observed points kept as context
     hole_probability: float = 0.25  # infill: chance of a contiguous hole (missing from every frame of the window)
     vanish_probability: float = 0.0  # infill, without a hole: chance that the targets are missing from every frame
+    thin_other_frames: bool = True  # infill: keep_range thins every frame; False: only the target frame (as prediction)
 
     def __post_init__(self) -> None:
         if self.task not in ("infill", "forecast"):
@@ -128,12 +129,13 @@ class TaskSampler:
         lo, hi = np.log(c.keep_range[0]), np.log(c.keep_range[1])
         keep = float(np.exp(rng.uniform(lo, hi)))
         frames = np.arange(max(0, i - c.half_window), min(T, i + c.half_window + 1))
-        per_point = len(frames) * max(self.obs_fraction, 1e-3) * keep
+        kept_frames = len(frames) * keep if c.thin_other_frames else keep + len(frames) - 1
+        per_point = kept_frames * max(self.obs_fraction, 1e-3)
         region = self._region(rng, int(max(32, c.max_context / per_point)))
         picks, target_idx, hole, vanish = [], None, None, False
         for j in [i, *(f for f in frames if f != i)]:  # the target frame first: it decides the hole
             obs = np.flatnonzero(np.isfinite(self.values[e, j, region]))
-            kept = obs[rng.random(len(obs)) < keep]
+            kept = obs[rng.random(len(obs)) < keep] if j == i or c.thin_other_frames else obs
             if j == i:
                 if len(obs) >= 2 and len(kept) >= len(obs):  # keep at least one target
                     kept = kept[: len(kept) - 1]
