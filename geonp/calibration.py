@@ -273,7 +273,7 @@ def support_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, su
     distance to its neighbours, and a record on both sides of the gap brackets it. Calibration tasks
     mix the three kinds (first and last frames have one side; holes and vanished places none), and
     one factor per gap size for the mixture is too wide for the one and too narrow for the other
-    (docs/benchmarks.md, "Temporal support"). So after the gap factors each support gets the
+    (docs/benchmarks.md, "Temporal support in the infill calibration"). So after the gap factors each support gets the
     factor ``sqrt(mean(z²))`` of its own points (weighted), when it has ``min_points`` of them (1
     otherwise). Returns the :class:`~geonp.normalise.Normaliser` fields ``gap_distance``,
     ``gap_std_scale`` and ``support_std_scale`` (empty when there are no gap factors).
@@ -282,8 +282,7 @@ def support_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, su
     out = {"gap_distance": centres, "gap_std_scale": scales, "support_std_scale": ()}
     if not centres:
         return out
-    f = np.interp(np.log(np.maximum(distance, 1e-6)), np.log(np.asarray(centres)), np.asarray(scales))
-    z2 = z2 / f**2
+    z2 = z2 / Normaliser(gap_distance=centres, gap_std_scale=scales).std_factor(distance=distance) ** 2
     ok = np.isfinite(z2) & (weights > 0)
     factors = []
     for k in range(3):

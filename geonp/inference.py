@@ -292,12 +292,15 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
+        by_support = bool(norm.support_std_scale)  # and by how its own place is observed in the other frames
         gap, support = np.full(out.shape[1:], np.inf), np.zeros(out.shape[1:], dtype=np.int8)
         for t, g, where in zip(tasks, gaps, own):
-            s = None if t is None else temporal_support(t)  # its own place in the other frames
+            s = temporal_support(t) if by_support and t is not None else None
             for row, k in where:
                 if g is not None:
-                    gap[row], support[row] = g[k * n_tgt:(k + 1) * n_tgt], s[k * n_tgt:(k + 1) * n_tgt]
+                    gap[row] = g[k * n_tgt:(k + 1) * n_tgt]
+                if s is not None:
+                    support[row] = s[k * n_tgt:(k + 1) * n_tgt]
         out[1] *= norm.std_factor(distance=gap, support=support).astype(np.float32)
         # far beyond the gaps the calibration saw (targets= a grid far from the stations), it cannot tell the
         # network's std to stop growing: never below the network's own there

@@ -283,7 +283,9 @@ def test_rotated_grid__a_grid_mapping_that_contradicts_the_2d_coordinates_is_ref
                                            r"expected the same place.*drop it"):
             geo.describe(bad, "tas")
     no_axes = ds.assign_coords(rlat=ds.rlat.assign_attrs(standard_name="", axis=""))
-    geo.describe(no_axes.drop_vars("rotated_pole").assign(tas=ds.tas.assign_attrs(grid_mapping="")), "tas")
+    # dims without axis metadata cannot be checked against a grid mapping: the 2-D lat/lon are read as they are
+    plain = geo.describe(no_axes.drop_vars("rotated_pole").assign(tas=ds.tas.assign_attrs(grid_mapping="")), "tas")[1]
+    assert (plain.x, plain.y, plain.space_dims) == ("lon", "lat", ("rlat", "rlon"))
 
 
 def test_rotated_grid__a_missing_or_unlinked_grid_mapping_is_named_in_the_error():
