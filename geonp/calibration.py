@@ -29,9 +29,9 @@ MEAN_WEIGHT_QUANTILE = 0.9
 #: frame (scattered places with no record in the window, as new stations), beside the holes
 CALIBRATION_VANISH = 0.3
 
-__all__ = ["Blend", "calibrate", "coverage_factor", "forecast_fields", "gap_distances", "gap_scales", "lag_regression",
-           "match_weights", "infill_mean_weight", "mean_weights", "shrunk_mean_weights", "std_fit", "support_scales",
-           "window_context"]
+__all__ = ["Blend", "beats_pooled", "calibrate", "coverage_factor", "forecast_fields", "gap_distances", "gap_scales",
+           "lag_regression", "match_weights", "infill_mean_weight", "mean_weights", "shrunk_mean_weights", "std_fit",
+           "support_scales", "window_context"]
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
@@ -85,7 +85,8 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         z2 = ((y - mean) / std) ** 2
         return {"std_scale": float(np.clip(np.sqrt(np.sum(w * z2) / np.sum(w)), 0.2, 5.0)),
                 "infill_mean_weight": weight, "infill_std_base": base, "infill_std_extra": extra,
-                **support_scales(near, z2, w, np.concatenate([temporal_support(t) for t in tasks]))}
+                **support_scales(near, z2, w, np.concatenate([temporal_support(t) for t in tasks]),
+                                 groups=places.ravel(), seed=seed)}
     leads = np.concatenate([np.rint(t.xt[:, 2] - t.xc[:, 2].max()).astype(int) for t in tasks])
     task_of = np.concatenate([np.full(t.num_targets, i) for i, t in enumerate(tasks)])
     return forecast_fields(y, mean, std, leads, np.concatenate([t.persistence for t in tasks]),
@@ -265,7 +266,7 @@ def std_fit(error: np.ndarray, std: np.ndarray, steps: int = 21,
 
 
 def support_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, support: np.ndarray,
-                   min_points: int = 100) -> dict:
+                   min_points: int = 100, groups: np.ndarray | None = None, seed: int = 0) -> dict:
     """The infill std factors by gap size (:func:`gap_scales`), then by the target's temporal support.
 
     A target whose own place is observed in other frames of the context (``support`` 1 or 2 sides,
@@ -277,25 +278,34 @@ def support_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray, su
     factor ``sqrt(mean(z²))`` of its own points (weighted), when it has ``min_points`` of them (1
     otherwise). Returns the :class:`~geonp.normalise.Normaliser` fields ``gap_distance``,
     ``gap_std_scale`` and ``support_std_scale`` (empty when there are no gap factors).
+
+    With ``groups`` (each point's place) both sets of factors must earn their place: they are kept
+    only where they predict held-out places better than one pooled factor (:func:`beats_pooled`);
+    otherwise the gap factors become one and the support factors 1.
     """
-    centres, scales = gap_scales(distance, z2, weights)
+    centres, scales = gap_scales(distance, z2, weights, groups=groups, seed=seed)
     out = {"gap_distance": centres, "gap_std_scale": scales, "support_std_scale": ()}
     if not centres:
         return out
     z2 = z2 / Normaliser(gap_distance=centres, gap_std_scale=scales).std_factor(distance=distance) ** 2
     ok = np.isfinite(z2) & (weights > 0)
+    support = np.asarray(support)
     factors = []
     for k in range(3):
-        sel = ok & (np.asarray(support) == k)
+        sel = ok & (support == k)
         factors.append(float(np.clip(np.sqrt(np.sum(weights[sel] * z2[sel]) / np.sum(weights[sel])), 0.2, 5.0))
                        if sel.sum() >= min_points else 1.0)
+    fitted = np.array([f != 1.0 for f in factors])
+    labels = np.where(ok & fitted[np.clip(support, 0, 2)], support, -1)  # -1: points whose factor stays 1
+    if groups is not None and not beats_pooled(labels, z2, weights, groups, seed=seed):
+        factors = [1.0, 1.0, 1.0]
     out["support_std_scale"] = tuple(factors) if factors != [1.0, 1.0, 1.0] else ()
     return out
 
 
 def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
-               levels: tuple[float, ...] = (0.25, 0.5, 0.7, 0.85, 0.95),
-               min_points: int = 100) -> tuple[tuple[float, ...], tuple[float, ...]]:
+               levels: tuple[float, ...] = (0.25, 0.5, 0.7, 0.85, 0.95), min_points: int = 100,
+               groups: np.ndarray | None = None, seed: int = 0) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Std factors ``sqrt(mean(z²))`` (weighted) in bins of gap distance.
 
     Bins end where the cumulative weight (the data's own gap profile) reaches ``levels``; they get
@@ -303,6 +313,11 @@ def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
     ``min_points`` points joins its smaller-distance neighbour. Each bin is represented by its
     weighted median distance. Returns ``(distances, factors)``, increasing distances; empty when
     there are fewer than ``min_points`` usable points.
+
+    With ``groups`` (each point's place: a station held out on many tasks gives many points with
+    one error) the bins are kept only if they predict held-out places better than one pooled factor
+    (:func:`beats_pooled`); otherwise there is one bin. A network of 170 stations gives bins that
+    fit their few stations rather than the gaps (docs/benchmarks.md, "Std factors that earn their place").
     """
     ok = np.isfinite(distance) & np.isfinite(z2) & (weights > 0)
     d, z2, w = distance[ok], z2[ok], weights[ok]
@@ -310,6 +325,7 @@ def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
         return (), ()
     order = np.argsort(d)
     d, z2, w = d[order], z2[order], w[order]
+    g = None if groups is None else np.asarray(groups)[ok][order]
     cuts = np.searchsorted(np.cumsum(w) / np.sum(w), np.asarray(levels), side="right")
     parts: list[np.ndarray] = []
     for part in np.split(np.arange(len(d)), cuts):
@@ -317,6 +333,10 @@ def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
             parts[-1] = np.concatenate([parts[-1], part])
         elif len(part):
             parts.append(part)
+    if g is not None and len(parts) > 1:
+        labels = np.concatenate([np.full(len(part), i) for i, part in enumerate(parts)])
+        if not beats_pooled(labels, z2, w, g, seed=seed):
+            parts = [np.arange(len(d))]
     centres, scales = [], []
     for part in parts:
         pw = w[part]
@@ -326,3 +346,39 @@ def gap_scales(distance: np.ndarray, z2: np.ndarray, weights: np.ndarray,
         centres.append(median)
         scales.append(float(np.clip(np.sqrt(np.sum(pw * z2[part]) / pw.sum()), 0.2, 5.0)))
     return tuple(centres), tuple(scales)
+
+
+def beats_pooled(labels: np.ndarray, z2: np.ndarray, weights: np.ndarray, groups: np.ndarray, folds: int = 5,
+                 seed: int = 0) -> bool:
+    """Whether std factors per label predict held-out places better than one pooled factor.
+
+    Cross-validation over places: ``groups`` (one per point) are split into ``folds`` at random
+    (seeded); each fold's points are scored with factors ``sqrt(mean(z²))`` (weighted) fitted on
+    the other folds, per label and pooled, by the Gaussian log-likelihood of their ``z²``. Points
+    labelled -1 keep the factor 1 in both. True when the labels' gain, summed over places, exceeds
+    one standard error of that sum (the places' spread times the square root of their number).
+    False with fewer than two labels or ``folds`` places.
+    """
+    labels, z2, w = np.asarray(labels), np.asarray(z2, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    names, place = np.unique(np.asarray(groups), return_inverse=True)
+    place = place.ravel()
+    if len(np.unique(labels[labels >= 0])) < 2 or len(names) < folds:
+        return False
+    fold = np.random.default_rng(40_000 + seed).permutation(len(names)) % folds
+    fold = fold[place]
+    gain = np.zeros(len(names))  # per place: log-likelihood of the labels' factors over the pooled one
+    for k in range(folds):
+        train, test = (fold != k) & (labels >= 0), (fold == k) & (labels >= 0)
+        if not train.any() or not test.any():
+            continue
+        pooled = np.sum(w[train] * z2[train]) / np.sum(w[train])
+        per = np.full(labels.max() + 1, pooled)
+        for b in np.unique(labels[train]):
+            sel = train & (labels == b)
+            per[b] = np.sum(w[sel] * z2[sel]) / np.sum(w[sel])
+        f2 = np.maximum(per[labels[test]], 1e-12)
+        p2 = max(pooled, 1e-12)
+        cost = (np.log(p2) + z2[test] / p2) - (np.log(f2) + z2[test] / f2)
+        gain += np.bincount(place[test], w[test] * cost, minlength=len(names))
+    # one standard error: a gain that the places' spread could give by chance is no gain
+    return float(gain.sum()) > float(np.sqrt(len(names)) * gain.std())

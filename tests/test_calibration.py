@@ -5,7 +5,15 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from geonp.calibration import coverage_factor, gap_distances, gap_scales, match_weights, std_fit, window_context
+from geonp.calibration import (
+    beats_pooled,
+    coverage_factor,
+    gap_distances,
+    gap_scales,
+    match_weights,
+    std_fit,
+    window_context,
+)
 from geonp.data import Task, gap_to_context, nearest_distance
 from geonp.data.tasks import make_task
 from geonp.errors import ConfigError
@@ -415,3 +423,43 @@ def test_calibration__a_reversed_grid_axis_calibrates_alike():
     flipped = flipped.isel(lat=slice(None, None, -1), lon=slice(None, None, -1))
     np.testing.assert_allclose(flipped.t2m_mean.values, out.t2m_mean.values, atol=2e-4)
     np.testing.assert_allclose(flipped.t2m_std.values, out.t2m_std.values, rtol=1e-3, atol=2e-4)
+
+
+def _places_with_shared_errors(n_places, repeats, scale_of, rng):
+    """Points of ``n_places`` places, each held out ``repeats`` times with one error (as a station on many tasks)."""
+    place = np.repeat(np.arange(n_places), repeats)
+    d = np.repeat(np.exp(rng.uniform(np.log(0.3), np.log(5.0), n_places)), repeats)
+    error = np.repeat(rng.standard_normal(n_places), repeats) * scale_of(d)
+    return d, error**2, place
+
+
+def test_beats_pooled__keeps_real_differences_and_drops_those_of_a_few_places():
+    rng = np.random.default_rng(5)
+    # a real growth with distance over 3000 places: the bins predict held-out places better
+    d, z2, place = _places_with_shared_errors(3000, 4, lambda d: 0.5 + 0.25 * d, rng)
+    labels = np.digitize(d, [1.0, 2.0])
+    assert beats_pooled(labels, z2, np.ones(len(d)), place)
+    # no difference, 170 places each seen 12 times: bins fitted to them are noise
+    kept = 0
+    for seed in range(20):
+        d, z2, place = _places_with_shared_errors(170, 12, lambda d: np.ones_like(d), np.random.default_rng(seed))
+        kept += beats_pooled(np.digitize(d, [0.7, 1.2, 2.0, 3.0]), z2, np.ones(len(d)), place, seed=seed)
+    assert kept <= 4
+    # one label, or fewer places than folds: nothing to choose
+    assert not beats_pooled(np.zeros(100, int), rng.random(100), np.ones(100), np.arange(100))
+    assert not beats_pooled(np.arange(100) % 2, rng.random(100), np.ones(100), np.arange(100) % 3)
+    # points labelled -1 keep factor 1 and do not count
+    assert not beats_pooled(np.full(100, -1), rng.random(100), np.ones(100), np.arange(100))
+
+
+def test_gap_scales__with_places_one_bin_unless_the_bins_earn_it():
+    rng = np.random.default_rng(6)
+    d, z2, place = _places_with_shared_errors(170, 12, lambda d: np.ones_like(d), rng)
+    w = np.ones(len(d))
+    assert len(gap_scales(d, z2, w)[0]) > 1  # without places: bins of 100 points each
+    centres, scales = gap_scales(d, z2, w, groups=place)
+    assert len(centres) == 1 and scales[0] == pytest.approx(np.sqrt(np.mean(z2)))
+    d, z2, place = _places_with_shared_errors(3000, 4, lambda d: 0.5 + 0.25 * d, rng)
+    centres, scales = gap_scales(d, z2, np.ones(len(d)), groups=place)
+    assert len(centres) == 6
+    np.testing.assert_allclose(scales, 0.5 + 0.25 * np.asarray(centres), rtol=0.15)
