@@ -34,6 +34,7 @@ from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
 from .poles import merge_pole_copies
 from .prepare import prepare
+from .pretrained import scattered_windows
 from .targets import describe_targets
 from .timeaxis import parse_duration
 
@@ -130,6 +131,8 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     problem, n_obs = _plan(ds, layout, m, "infill", target, part=part)
     if problem is None:
         return None
+    windows = scattered_windows(model, problem, windows)
+    m = with_settings(m, **windows)
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, time_window=time_window,
                                                      **windows)
     from .inference import ModelPayload, resolve_device

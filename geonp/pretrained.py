@@ -22,7 +22,8 @@ from .models import NeuralProcess, build_model
 from .synthetic import SpaceTimeGP
 from .train import TrainConfig
 
-__all__ = ["PRETRAINED", "SETTINGS", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe"]
+__all__ = ["PRETRAINED", "SETTINGS", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe",
+           "scattered_windows"]
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: model name → file in ``geonp/weights``
@@ -31,6 +32,13 @@ PRETRAINED = {"bsa-tnp": "bsa-tnp-small.pt", "te-pt-tnp": "te-pt-tnp-small.pt"}
 #: 16 pseudo-tokens infill better from ±1 frame than from ±3 (ERA5 random 0.823 → 0.793 K, block 0.823 →
 #: 0.795 K, Colorado every month 1.203 → 1.204 °C; docs/benchmarks.md, "TE-PT-TNP's time window")
 SETTINGS = {"te-pt-tnp": {"half_window": 1}}
+#: windows of the shipped models for gridded gaps that lie near an observation (99 % of the sampled frames'
+#: missing cells within ``SCATTERED_REACH`` of the small halo): TE-PT-TNP's 16 pseudo-tokens summarise a
+#: small window better than one of 8 units (ERA5 t2m, 90 % of cells hidden at random, ±1 h: 0.711 → 0.640 K;
+#: inside a 12 × 12 hole a small window sees no data: docs/benchmarks.md, "Small windows for scattered gaps")
+SCATTERED_WINDOWS = {"te-pt-tnp": {"tile": 2.0, "halo": 2.0}}
+#: share of the small halo that 99 % of the sampled gaps may reach for :data:`SCATTERED_WINDOWS` to apply
+SCATTERED_REACH = 0.75
 #: architecture overrides of the shipped models (small preset; bias ranges in the units above)
 OVERRIDES = {
     "bsa-tnp": dict(space_lengthscales=(0.1, 10.0), time_lengthscales=(0.5, 30.0), proximity_features=True,
@@ -39,6 +47,22 @@ OVERRIDES = {
 }
 #: what the terrain-aware weights add: one covariate, elevation in km less the mean, with an attention bias
 TERRAIN_OVERRIDES = dict(covariate_dims=1, bias_covariates=(0,))
+
+
+def scattered_windows(model, problem, windows: dict) -> dict:
+    """``windows`` (``tile``/``halo``), or the :data:`SCATTERED_WINDOWS` of shipped ``model`` for these gaps.
+
+    They apply to a model name with such windows, filling the gaps of a grid (``problem``, a
+    :class:`geonp.chunked.Problem`) when neither ``tile`` nor ``halo`` is set and 99 % of the sampled
+    gaps lie within ``SCATTERED_REACH`` × the small halo of an observation (:func:`geonp.tiling.gap_reach`).
+    """
+    from .tiling import gap_reach
+
+    small = SCATTERED_WINDOWS.get(model.lower().replace("_", "-") if isinstance(model, str) else "", {})
+    if not small or any(v is not None for v in windows.values()) or not problem.fill_gaps \
+            or not problem.source.is_grid:
+        return windows
+    return dict(small) if gap_reach(problem) <= SCATTERED_REACH * small["halo"] else windows
 
 
 def pretrained_path(name: str) -> Path:

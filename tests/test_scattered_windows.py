@@ -1,0 +1,73 @@
+"""Small windows for TE-PT-TNP where every gap lies near an observation (scattered gaps), not in holes."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import geonp  # noqa: F401  registers ds.np
+from geonp.api import _plan
+from geonp.model import resolve_model
+from geonp.prepare import prepare
+from geonp.pretrained import SCATTERED_REACH, SCATTERED_WINDOWS, scattered_windows
+from geonp.tiling import gap_reach
+
+
+def field(nlat=24, nlon=30, times=3, keep=0.3, hole=0, seed=4):
+    """A smooth field on a regional grid, ``keep`` of the cells observed, and a ``hole`` × ``hole`` hole."""
+    lat = 50.0 + 0.25 * np.arange(nlat)
+    lon = -6.0 + 0.25 * np.arange(nlon)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    truth = np.stack([np.sin(la * 2.0 + k / 3) + np.cos(lo * 1.5) for k in range(times)]) + 280.0
+    seen = np.random.default_rng(seed).random(truth.shape) < keep
+    if hole:
+        r, c = (nlat - hole) // 2, (nlon - hole) // 2
+        seen[:, r:r + hole, c:c + hole] = False
+    coords = {"time": pd.date_range("2019-03-01", periods=times, freq="h"), "latitude": lat, "longitude": lon}
+    data = np.where(seen, truth, np.nan).astype("float32")
+    return xr.Dataset({"t2m": (("time", "latitude", "longitude"), data, {"units": "K"})}, coords=coords)
+
+
+def problem_of(ds, model="te-pt-tnp"):
+    prepared, layout, _ = prepare(ds, "t2m", crs=None, covariates=None, land="none")
+    return _plan(prepared, layout, resolve_model(model), "infill")[0]
+
+
+def test_gap_reach__scattered_gaps_stay_near_the_data_and_a_hole_reaches_far():
+    scattered, holed = problem_of(field()), problem_of(field(keep=0.6, hole=10))
+    assert gap_reach(scattered) < SCATTERED_REACH * SCATTERED_WINDOWS["te-pt-tnp"]["halo"]
+    assert gap_reach(holed) > 2.0
+    # the quantile is of distances to the nearest observation of the same frame, in model units
+    xy = scattered.source.km / scattered.unit_km
+    values = np.asarray(scattered.data.compute()).reshape(scattered.data.shape[0], -1)
+    brute = np.concatenate([np.sqrt(((xy[~np.isfinite(v)][:, None] - xy[np.isfinite(v)][None]) ** 2).sum(-1)).min(1)
+                            for v in values])
+    assert gap_reach(scattered, quantile=1.0) == pytest.approx(brute.max(), rel=1e-6)
+    assert gap_reach(scattered, quantile=0.5) == pytest.approx(np.quantile(brute, 0.5), rel=1e-6)
+
+
+def test_scattered_windows__only_for_te_pt_tnp_on_scattered_grid_gaps_with_no_windows_set():
+    scattered, holed = problem_of(field()), problem_of(field(keep=0.6, hole=10))
+    unset = {"tile": None, "halo": None}
+    assert scattered_windows("te-pt-tnp", scattered, unset) == SCATTERED_WINDOWS["te-pt-tnp"]
+    assert scattered_windows("TE_PT_TNP", scattered, unset) == SCATTERED_WINDOWS["te-pt-tnp"]
+    assert scattered_windows("te-pt-tnp", holed, unset) == unset
+    assert scattered_windows("bsa-tnp", scattered, unset) == unset
+    assert scattered_windows(resolve_model("te-pt-tnp"), scattered, unset) == unset  # a fitted model keeps its own
+    assert scattered_windows("te-pt-tnp", scattered, {"tile": 8.0, "halo": None}) == {"tile": 8.0, "halo": None}
+
+
+def test_infill__te_pt_tnp_takes_small_windows_for_scattered_gaps_and_the_default_ones_for_a_hole():
+    ds = field(times=2)
+    small = SCATTERED_WINDOWS["te-pt-tnp"]
+    auto = ds.np.infill("t2m", model="te-pt-tnp", calibrate=False)
+    np.testing.assert_array_equal(auto.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp", calibrate=False,
+                                                              **small).t2m_mean)
+    assert not np.allclose(auto.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp", calibrate=False, tile=8.0,
+                                                       halo=3.0).t2m_mean)
+    holed = field(times=2, keep=0.6, hole=10)
+    np.testing.assert_array_equal(holed.np.infill("t2m", model="te-pt-tnp", calibrate=False).t2m_mean,
+                                  holed.np.infill("t2m", model="te-pt-tnp", calibrate=False, tile=8.0,
+                                                  halo=3.0).t2m_mean)
