@@ -34,7 +34,7 @@ from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
 from .poles import merge_pole_copies
 from .prepare import prepare
-from .pretrained import scattered_windows
+from .pretrained import has_scattered_windows, scattered_windows
 from .targets import describe_targets
 from .timeaxis import parse_duration
 
@@ -395,6 +395,10 @@ def fit(
             ds, raw = _departures(ds, layout, kind, lag, {})[0], ds
     else:
         references.check(reference)
+    if task == "infill" and start is None and has_scattered_windows(model):  # the windows infill would choose
+        problem = _plan(ds, layout, resolve_model(model), "infill", part=True)[0]
+        small = scattered_windows(model, problem, {k: train_options.get(k) for k in ("tile", "halo")})
+        train_options.update({k: v for k, v in small.items() if v is not None})
     return fit_model(ds, layout, model=model, start=start, task=task, reference=kind,
                      max_time=seconds, steps=steps, seed=seed, covariates=explicit, preset=preset,
                      pretrained=pretrained, device=device, progress=progress, half_window=time_window,

@@ -23,7 +23,7 @@ from .synthetic import SpaceTimeGP
 from .train import TrainConfig
 
 __all__ = ["PRETRAINED", "SETTINGS", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe",
-           "scattered_windows"]
+           "has_scattered_windows", "scattered_windows"]
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: model name → file in ``geonp/weights``
@@ -49,20 +49,26 @@ OVERRIDES = {
 TERRAIN_OVERRIDES = dict(covariate_dims=1, bias_covariates=(0,))
 
 
+def has_scattered_windows(model) -> bool:
+    """Whether ``model`` names shipped weights with :data:`SCATTERED_WINDOWS`."""
+    return isinstance(model, str) and model.lower().replace("_", "-") in SCATTERED_WINDOWS
+
+
 def scattered_windows(model, problem, windows: dict) -> dict:
     """``windows`` (``tile``/``halo``), or the :data:`SCATTERED_WINDOWS` of shipped ``model`` for these gaps.
 
-    They apply to a model name with such windows, filling the gaps of a grid (``problem``, a
-    :class:`geonp.chunked.Problem`) when neither ``tile`` nor ``halo`` is set and 99 % of the sampled
-    gaps lie within ``SCATTERED_REACH`` × the small halo of an observation (:func:`geonp.tiling.gap_reach`).
+    They apply to a model name with such windows (:func:`has_scattered_windows`), filling the gaps
+    of a grid (``problem``, a :class:`geonp.chunked.Problem`, or ``None``) when neither ``tile`` nor
+    ``halo`` is set and 99 % of the sampled gaps lie within ``SCATTERED_REACH`` × the small halo of
+    an observation (:func:`geonp.tiling.gap_reach`); data without gaps keep ``windows``.
     """
     from .tiling import gap_reach
 
-    small = SCATTERED_WINDOWS.get(model.lower().replace("_", "-") if isinstance(model, str) else "", {})
-    if not small or any(v is not None for v in windows.values()) or not problem.fill_gaps \
-            or not problem.source.is_grid:
+    if not has_scattered_windows(model) or problem is None or any(v is not None for v in windows.values()) \
+            or not problem.fill_gaps or not problem.source.is_grid:
         return windows
-    return dict(small) if gap_reach(problem) <= SCATTERED_REACH * small["halo"] else windows
+    small = SCATTERED_WINDOWS[model.lower().replace("_", "-")]
+    return dict(small) if 0.0 < gap_reach(problem) <= SCATTERED_REACH * small["halo"] else windows
 
 
 def pretrained_path(name: str) -> Path:

@@ -11,7 +11,7 @@ import geonp  # noqa: F401  registers ds.np
 from geonp.api import _plan
 from geonp.model import resolve_model
 from geonp.prepare import prepare
-from geonp.pretrained import SCATTERED_REACH, SCATTERED_WINDOWS, scattered_windows
+from geonp.pretrained import SCATTERED_REACH, SCATTERED_WINDOWS, has_scattered_windows, scattered_windows
 from geonp.tiling import gap_reach
 
 
@@ -71,3 +71,15 @@ def test_infill__te_pt_tnp_takes_small_windows_for_scattered_gaps_and_the_defaul
     np.testing.assert_array_equal(holed.np.infill("t2m", model="te-pt-tnp", calibrate=False).t2m_mean,
                                   holed.np.infill("t2m", model="te-pt-tnp", calibrate=False, tile=8.0,
                                                   halo=3.0).t2m_mean)
+
+
+def test_fit__a_calibration_of_te_pt_tnp_keeps_the_windows_infill_would_choose():
+    scattered, holed = field(times=2), field(times=2, keep=0.6, hole=10)
+    assert has_scattered_windows("te-pt-tnp") and not has_scattered_windows("bsa-tnp")
+    fitted = scattered.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False)
+    assert (fitted.settings["tile"], fitted.settings["halo"]) == (2.0, 2.0)
+    assert holed.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False).settings["tile"] == 8.0
+    assert scattered.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False, tile=4.0).settings["tile"] == 4.0
+    # data without gaps say nothing about the gaps to come: the default windows
+    whole = scattered.fillna(280.0)
+    assert whole.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False).settings["tile"] == 8.0
