@@ -1,15 +1,14 @@
 """``fit`` / ``infill`` / ``forecast``: validate up front, plan, and hand the work to dask.
 
-No model math and no file I/O here: :mod:`geonp.geo` finds the axes, :mod:`geonp.chunked`
-builds the lazy computation, :mod:`geonp.fitting` trains, :mod:`geonp.calibrate_input` calibrates shipped
-weights on the input, :mod:`geonp.io` writes.
+No model math and no file I/O here: :mod:`geonp.geo` finds the axes, :mod:`geonp.planning` refuses
+inputs with nothing to do, :mod:`geonp.chunked` builds the lazy computation, :mod:`geonp.fitting`
+trains, :mod:`geonp.calibrate_input` calibrates shipped weights on the input, :mod:`geonp.io` writes.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -21,17 +20,17 @@ import xarray as xr
 
 from . import geo, members, seasonal, timeaxis
 from . import reference as references
-from .chunked import build_problem, chunk_sizes, lazy_forecast, lazy_infill, observed_stats
+from .chunked import chunk_sizes, lazy_forecast, lazy_infill
 from .errors import (
     ConfigError,
     MissingCovariateWarning,
     ModelMismatchError,
-    NoDataError,
     TimeAxisError,
     warn_user,
 )
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
+from .planning import plan_problem
 from .poles import merge_pole_copies
 from .prepare import prepare
 from .pretrained import has_scattered_windows, scattered_windows
@@ -44,34 +43,6 @@ _INFILL_OPTIONS = ("model", "targets", "covariates", "chunks", "device", "crs", 
                    "frames_per_task", "batch_size", "calibrate", "land")
 _FORECAST_OPTIONS = ("hours", "steps", "model", "init_time", "covariates", "chunks", "device", "crs", "halo", "tile",
                      "context_frames", "reference", "batch_size", "calibrate")
-
-
-def _plan(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None, part: bool = False):
-    """Count the observations (a bounded sample of a long record), refuse inputs with nothing to do, build the problem.
-
-    Returns the problem and the number of observed values. ``part``: one index of an extra dim
-    (:mod:`geonp.members`), whose whole was checked already: the problem is ``None`` where it has
-    fewer than two observed values, and it may have no gaps.
-    """
-    gaps_needed = task == "infill" and target is None and not part
-    n_obs, n_all, spread, share = observed_stats(ds, layout, gaps_needed=gaps_needed)
-    if part and n_obs < 2:
-        return None, n_obs
-    if n_obs == 0:
-        raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
-                          "Check the variable and the selection (e.g. .sel(time=...)).")
-    if n_obs == 1:
-        raise NoDataError(f"{layout.var!r} has a single observed value; expected at least two (one value says nothing "
-                          "about how the field varies, so no interval could be given). Widen the selection.")
-    if gaps_needed and n_obs == n_all:
-        raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
-                          "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
-                          "coordinates.")
-    # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
-    # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
-    norm = replace(model.normaliser, small_context_scale=spread)
-    # the observed fraction among the members/levels that hold data: an empty one does not move the others
-    return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
 
 
 def infill(
@@ -124,11 +95,11 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                   "(a DEM on their grid: targets.assign_coords(elevation=dem)).", MissingCovariateWarning)
     if layout.extra_dims:
         if not part:
-            _plan(ds, layout, m, "infill", target)  # the whole refuses what a single problem would
+            plan_problem(ds, layout, m, "infill", target)  # the whole refuses what a single problem would
         order = () if target is not None else ds[layout.var].dims
         return members.split(partial(_infill, part=True, **members.drop_chunks(options, layout.extra_dims)), obj, var,
                              layout.extra_dims, part, order)
-    problem, n_obs = _plan(ds, layout, m, "infill", target, part=part)
+    problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part)
     if problem is None:
         return None
     windows = scattered_windows(model, problem, windows)
@@ -221,7 +192,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     inits = timeaxis.init_indices(times, init_time)
     if layout.extra_dims:
         if not part:
-            _plan(ds, layout, m, "forecast")  # the whole refuses what a single problem would
+            plan_problem(ds, layout, m, "forecast")  # the whole refuses what a single problem would
         return members.split(partial(_forecast, part=True, **members.drop_chunks(options, layout.extra_dims)), obj,
                              var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
@@ -240,7 +211,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
-    problem, _ = _plan(work, layout, m, "forecast", part=part)
+    problem, _ = plan_problem(work, layout, m, "forecast", part=part)
     if problem is None:
         return None
     from .inference import ModelPayload, resolve_device
@@ -396,7 +367,7 @@ def fit(
     else:
         references.check(reference)
     if task == "infill" and start is None and has_scattered_windows(model):  # the windows infill would choose
-        problem = _plan(ds, layout, resolve_model(model), "infill", part=True)[0]
+        problem = plan_problem(ds, layout, resolve_model(model), "infill", part=True)[0]
         small = scattered_windows(model, problem, {k: train_options.get(k) for k in ("tile", "halo")})
         train_options.update({k: v for k, v in small.items() if v is not None})
     return fit_model(ds, layout, model=model, start=start, task=task, reference=kind,

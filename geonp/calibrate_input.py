@@ -25,7 +25,7 @@ from .errors import ConfigError, NoDataError, UnvalidatedStepWarning, warn_user
 from .fitting import MAX_LEAD, fit_model
 from .model import Model, check_settings, default_settings
 from .normalise import Normaliser
-from .pretrained import PRETRAINED
+from .pretrained import PRETRAINED, shipped_name
 
 __all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
            "delayed_calibration", "forecast_calibration", "infill_calibration", "note", "shipped_name",
@@ -111,14 +111,6 @@ def warn_uncalibrated_seasonal(model, calibration: Delayed | None, kind: str) ->
 def note(model: Model, calibration: Delayed | None, how: str) -> str:
     """The output's ``geonp_calibrated`` attribute: ``how`` the shipped weights were calibrated, or not."""
     return how if calibration is not None else "when fitted" if "calibration" in model.metadata else "no"
-
-
-def shipped_name(model) -> str | None:
-    """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
-    if not isinstance(model, str):
-        return None
-    name = model.lower().replace("_", "-")
-    return name if name in PRETRAINED else None
 
 
 def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) -> int:

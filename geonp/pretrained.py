@@ -23,7 +23,7 @@ from .synthetic import SpaceTimeGP
 from .train import TrainConfig
 
 __all__ = ["PRETRAINED", "SETTINGS", "WEIGHTS_DIR", "pretrained_path", "load_pretrained", "pretraining_recipe",
-           "has_scattered_windows", "scattered_windows"]
+           "has_scattered_windows", "scattered_windows", "shipped_name"]
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: model name → file in ``geonp/weights``
@@ -49,9 +49,17 @@ OVERRIDES = {
 TERRAIN_OVERRIDES = dict(covariate_dims=1, bias_covariates=(0,))
 
 
+def shipped_name(model) -> str | None:
+    """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
+    if not isinstance(model, str):
+        return None
+    name = model.lower().replace("_", "-")
+    return name if name in PRETRAINED else None
+
+
 def has_scattered_windows(model) -> bool:
     """Whether ``model`` names shipped weights with :data:`SCATTERED_WINDOWS`."""
-    return isinstance(model, str) and model.lower().replace("_", "-") in SCATTERED_WINDOWS
+    return shipped_name(model) in SCATTERED_WINDOWS
 
 
 def scattered_windows(model, problem, windows: dict) -> dict:
@@ -67,7 +75,7 @@ def scattered_windows(model, problem, windows: dict) -> dict:
     if not has_scattered_windows(model) or problem is None or any(v is not None for v in windows.values()) \
             or not problem.fill_gaps or not problem.source.is_grid:
         return windows
-    small = SCATTERED_WINDOWS[model.lower().replace("_", "-")]
+    small = SCATTERED_WINDOWS[shipped_name(model)]
     return dict(small) if 0.0 < gap_reach(problem) <= SCATTERED_REACH * small["halo"] else windows
 
 

@@ -258,13 +258,13 @@ def test_projected_grid_with_crs_argument_and_in_attrs():
 def test_default_tiles_span_tile_model_units():
     # 0.25° cells at 60°N are about twice as tall (28 km) as they are wide (14 km): a tile of
     # `tile` model units holds about twice as many cells along longitude as along latitude
-    from geonp.api import _plan
     from geonp.model import resolve_model
+    from geonp.planning import plan_problem
     from geonp.tiling import axis_tiles, tile_cells
 
     ds, _ = field(nlat=24, nlon=48, times=2, keep=0.25, lat0=60.0)
     prepared, layout, _ = geonp.prepare.prepare(ds, "t2m", crs=None, covariates=None, land="auto")
-    problem, _ = _plan(prepared, layout, resolve_model("bsa-tnp"), "infill")
+    problem, _ = plan_problem(prepared, layout, resolve_model("bsa-tnp"), "infill")
     cells = {tile: tile_cells(problem, tile) for tile in (4.0, 8.0)}
     for tile, (lat, lon) in cells.items():
         assert abs(lon - 2 * lat) <= 2

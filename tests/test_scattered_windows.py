@@ -8,8 +8,8 @@ import pytest
 import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
-from geonp.api import _plan
 from geonp.model import resolve_model
+from geonp.planning import plan_problem
 from geonp.prepare import prepare
 from geonp.pretrained import SCATTERED_REACH, SCATTERED_WINDOWS, has_scattered_windows, scattered_windows
 from geonp.tiling import gap_reach
@@ -32,7 +32,7 @@ def field(nlat=24, nlon=30, times=3, keep=0.3, hole=0, seed=4):
 
 def problem_of(ds, model="te-pt-tnp"):
     prepared, layout, _ = prepare(ds, "t2m", crs=None, covariates=None, land="none")
-    return _plan(prepared, layout, resolve_model(model), "infill")[0]
+    return plan_problem(prepared, layout, resolve_model(model), "infill")[0]
 
 
 def test_gap_reach__scattered_gaps_stay_near_the_data_and_a_hole_reaches_far():

@@ -1,0 +1,46 @@
+"""Plan a prediction: count the observations, refuse inputs with nothing to do, build the problem."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import xarray as xr
+
+from . import geo
+from .chunked import Problem, build_problem, observed_stats
+from .errors import NoDataError
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["plan_problem"]
+
+
+def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None,
+                 part: bool = False) -> tuple[Problem | None, int]:
+    """Count the observations (a bounded sample of a long record), refuse inputs with nothing to do, build the problem.
+
+    Returns the problem and the number of observed values. ``part``: one index of an extra dim
+    (:mod:`geonp.members`), whose whole was checked already: the problem is ``None`` where it has
+    fewer than two observed values, and it may have no gaps.
+    """
+    gaps_needed = task == "infill" and target is None and not part
+    n_obs, n_all, spread, share = observed_stats(ds, layout, gaps_needed=gaps_needed)
+    if part and n_obs < 2:
+        return None, n_obs
+    if n_obs == 0:
+        raise NoDataError(f"every value of {layout.var!r} is missing; expected observations to condition on. "
+                          "Check the variable and the selection (e.g. .sel(time=...)).")
+    if n_obs == 1:
+        raise NoDataError(f"{layout.var!r} has a single observed value; expected at least two (one value says nothing "
+                          "about how the field varies, so no interval could be given). Widen the selection.")
+    if gaps_needed and n_obs == n_all:
+        raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
+                          "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
+                          "coordinates.")
+    # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
+    # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
+    norm = replace(model.normaliser, small_context_scale=spread)
+    # the observed fraction among the members/levels that hold data: an empty one does not move the others
+    return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
