@@ -26,6 +26,7 @@ from .inference import collate, resolve_device
 from .model import Model, check_settings, default_settings, resolve_model
 from .models import Batch, NeuralProcess, build_model, model_names
 from .models.bsa_tnp import with_proximity_features
+from .models.layers import MLP
 from .normalise import Normaliser, covariate_dims
 from .pretrained import OVERRIDES, PRETRAINED, load_pretrained
 from .train import TrainConfig, train
@@ -66,8 +67,12 @@ def _frames_to_keep(T: int, P: int, E: int) -> np.ndarray:
 
 
 def init_from(net: NeuralProcess, source: NeuralProcess) -> int:
-    """Copy every matching weight of ``source`` into ``net``; wider input layers get zero columns.
+    """Copy every matching weight of ``source`` into ``net``; what ``net`` adds starts switched off.
 
+    Wider input layers (covariate columns) get zero columns, and an embedding MLP that ``source``
+    lacks (TE-PT-TNP's ``target_embed`` of the target covariates) gets a zero last layer, so that
+    before any training ``net`` predicts as ``source`` does, whatever the covariates (a fit with
+    ``steps=0`` calibrates the shipped network itself, not one with random covariate inputs).
     Returns the number of tensors copied.
     """
     if getattr(net.config, "proximity_features", False) and not getattr(source.config, "proximity_features", True):
@@ -86,6 +91,12 @@ def init_from(net: NeuralProcess, source: NeuralProcess) -> int:
                 w.zero_()  # extra input columns (covariates) start switched off
                 w[:, : v.shape[1]].copy_(v)
                 copied += 1
+        theirs = source.state_dict()
+        for name, module in net.named_modules():
+            if isinstance(module, MLP) and not any(f"{name}.{k}" in theirs for k, _ in module.named_parameters()):
+                last = module[-1]
+                last.weight.zero_()
+                last.bias.zero_()
     return copied
 
 
@@ -231,6 +242,7 @@ def fit_model(
     overrides = dict(OVERRIDES.get(name, {}))
     if train_options.pop("elevation_bias", False):
         overrides["bias_covariates"] = _elevation_bias(name, norm.covariates)
+    torch.manual_seed(seed)  # the initial weights too (new inputs of shipped weights, or a model from scratch)
     if start is not None:
         net = copy.deepcopy(start.net).cpu()
         source = f"fitted from {start.source or 'a geonp.Model'}"

@@ -32,10 +32,11 @@ PRETRAINED = {"bsa-tnp": "bsa-tnp-small.pt", "te-pt-tnp": "te-pt-tnp-small.pt"}
 #: 16 pseudo-tokens infill better from ±1 frame than from ±3 (ERA5 random 0.823 → 0.793 K, block 0.823 →
 #: 0.795 K, Colorado every month 1.203 → 1.204 °C; docs/benchmarks.md, "TE-PT-TNP's time window")
 SETTINGS = {"te-pt-tnp": {"half_window": 1}}
-#: windows of the shipped models for gridded gaps that lie near an observation (99 % of the sampled frames'
-#: missing cells within ``SCATTERED_REACH`` of the small halo): TE-PT-TNP's 16 pseudo-tokens summarise a
-#: small window better than one of 8 units (ERA5 t2m, 90 % of cells hidden at random, ±1 h: 0.711 → 0.640 K;
-#: inside a 12 × 12 hole a small window sees no data: docs/benchmarks.md, "Small windows for scattered gaps")
+#: windows of the shipped models for gaps that lie near an observation (99 % of the sampled frames' missing
+#: points within ``SCATTERED_REACH`` of the small halo), on grids and station networks: TE-PT-TNP's 16
+#: pseudo-tokens summarise a small window better than one of 8 units (ERA5 t2m, 90 % of cells hidden at
+#: random, ±1 h: 0.711 → 0.640 K; Colorado stations, ±3 months: 1.119 → 1.081 °C); inside a 12 × 12 hole a
+#: small window sees no data (docs/benchmarks.md, "Small windows for scattered gaps", "... and stations")
 SCATTERED_WINDOWS = {"te-pt-tnp": {"tile": 2.0, "halo": 2.0}}
 #: share of the small halo that 99 % of the sampled gaps may reach for :data:`SCATTERED_WINDOWS` to apply
 SCATTERED_REACH = 0.75
@@ -66,14 +67,15 @@ def scattered_windows(model, problem, windows: dict) -> dict:
     """``windows`` (``tile``/``halo``), or the :data:`SCATTERED_WINDOWS` of shipped ``model`` for these gaps.
 
     They apply to a model name with such windows (:func:`has_scattered_windows`), filling the gaps
-    of a grid (``problem``, a :class:`geonp.chunked.Problem`, or ``None``) when neither ``tile`` nor
-    ``halo`` is set and 99 % of the sampled gaps lie within ``SCATTERED_REACH`` × the small halo of
-    an observation (:func:`geonp.tiling.gap_reach`); data without gaps keep ``windows``.
+    of a grid or a station network (``problem``, a :class:`geonp.chunked.Problem`, or ``None``) when
+    neither ``tile`` nor ``halo`` is set and 99 % of the sampled gaps lie within ``SCATTERED_REACH`` ×
+    the small halo of an observation (:func:`geonp.tiling.gap_reach`); data without gaps, and
+    predictions at other targets (``targets=``), keep ``windows``.
     """
     from .tiling import gap_reach
 
     if not has_scattered_windows(model) or problem is None or any(v is not None for v in windows.values()) \
-            or not problem.fill_gaps or not problem.source.is_grid:
+            or not problem.fill_gaps:
         return windows
     small = SCATTERED_WINDOWS[shipped_name(model)]
     return dict(small) if 0.0 < gap_reach(problem) <= SCATTERED_REACH * small["halo"] else windows

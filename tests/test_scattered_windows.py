@@ -30,6 +30,18 @@ def field(nlat=24, nlon=30, times=3, keep=0.3, hole=0, seed=4):
     return xr.Dataset({"t2m": (("time", "latitude", "longitude"), data, {"units": "K"})}, coords=coords)
 
 
+def stations(n=150, times=3, keep=0.8, hole=0.0, seed=5):
+    """A smooth field at ``n`` stations, ``keep`` observed per frame; none within ``hole`` degrees of the middle."""
+    rng = np.random.default_rng(seed)
+    lat, lon = 38.0 + 3.0 * rng.random(n), -108.0 + 4.0 * rng.random(n)
+    truth = np.stack([np.sin(lat * 2.0 + k / 3) + np.cos(lon * 1.5) for k in range(times)]) + 280.0
+    seen = rng.random(truth.shape) < keep
+    seen[:, np.hypot(lat - 39.5, lon + 106.0) < hole] = False
+    coords = {"time": pd.date_range("2019-03-01", periods=times, freq="MS"), "lat": ("station", lat),
+              "lon": ("station", lon)}
+    return xr.Dataset({"t2m": (("time", "station"), np.where(seen, truth, np.nan), {"units": "K"})}, coords=coords)
+
+
 def problem_of(ds, model="te-pt-tnp"):
     prepared, layout, _ = prepare(ds, "t2m", crs=None, covariates=None, land="none")
     return plan_problem(prepared, layout, resolve_model(model), "infill")[0]
@@ -83,3 +95,39 @@ def test_fit__a_calibration_of_te_pt_tnp_keeps_the_windows_infill_would_choose()
     # data without gaps say nothing about the gaps to come: the default windows
     whole = scattered.fillna(280.0)
     assert whole.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False).settings["tile"] == 8.0
+
+
+def test_scattered_windows__a_station_network_with_scattered_gaps_takes_them_and_a_missing_region_does_not():
+    unset = {"tile": None, "halo": None}
+    scattered, holed = problem_of(stations()), problem_of(stations(hole=1.2))
+    assert not scattered.source.is_grid
+    assert gap_reach(scattered) < SCATTERED_REACH * SCATTERED_WINDOWS["te-pt-tnp"]["halo"] < gap_reach(holed)
+    assert scattered_windows("te-pt-tnp", scattered, unset) == SCATTERED_WINDOWS["te-pt-tnp"]
+    assert scattered_windows("te-pt-tnp", holed, unset) == unset
+    ds = stations(times=2)
+    auto = ds.np.infill("t2m", model="te-pt-tnp", calibrate=False)
+    np.testing.assert_array_equal(auto.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp", calibrate=False,
+                                                              **SCATTERED_WINDOWS["te-pt-tnp"]).t2m_mean)
+    assert not np.allclose(auto.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp", calibrate=False, tile=8.0,
+                                                       halo=3.0).t2m_mean)
+    # predictions at other targets (stations -> grid) fill no gaps: the default windows
+    grid = xr.Dataset(coords={"lat": np.linspace(38.5, 40.5, 5), "lon": np.linspace(-107.5, -104.5, 6)})
+    at_grid = ds.np.infill("t2m", model="te-pt-tnp", calibrate=False, targets=grid)
+    np.testing.assert_array_equal(at_grid.t2m_mean, ds.np.infill("t2m", model="te-pt-tnp", calibrate=False,
+                                                                 targets=grid, tile=8.0, halo=3.0).t2m_mean)
+
+
+def test_fit__te_pt_tnp_with_covariates_is_reproducible_whatever_the_global_random_state():
+    """fit(seed=...) seeds the new weights too: the same calibration after any global torch draws."""
+    import torch
+
+    ds = stations(times=4).assign_coords(elevation=("station", np.linspace(1500.0, 3000.0, 150)))
+    fits = []
+    for state in (123, 7):
+        torch.manual_seed(state)
+        fitted = ds.np.fit("t2m", model="te-pt-tnp", steps=0, progress=False, seed=0)
+        assert fitted.normaliser.covariates  # elevation (and time covariates): the target embedding exists
+        fits.append(fitted)
+    assert fits[0].metadata["calibration"] == fits[1].metadata["calibration"]
+    a, b = (f.net.state_dict() for f in fits)
+    assert all(torch.equal(a[k], b[k]) for k in a)

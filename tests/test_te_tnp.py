@@ -313,3 +313,22 @@ def test_te_config__rejects_bad_values(overrides, match):
     """Out-of-range architecture values raise ConfigError naming the field."""
     with pytest.raises(ConfigError, match=match):
         build_model("te-pt-tnp", space_dims=2, **overrides)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_te_models__fitted_from_weights_without_covariates_predict_as_the_source(name):
+    """init_from switches the new covariate inputs off: the target embedding the source lacks adds nothing."""
+    from geonp.fitting import init_from
+
+    torch.manual_seed(0)
+    source = _model(name).double()
+    net = _model(name, covariate_dims=2).double()
+    assert net.target_embed is not None and source.target_embed is None
+    init_from(net, source)
+    batch = _batch(dz=0)
+    zc, zt = torch.randn(2, 12, 2, dtype=torch.float64), torch.randn(2, 9, 2, dtype=torch.float64)
+    with torch.no_grad():
+        got = net(Batch(xc=batch.xc, yc=batch.yc, xt=batch.xt, zc=zc, zt=zt))
+        want = source(batch)
+    torch.testing.assert_close(got.loc, want.loc)
+    torch.testing.assert_close(got.scale, want.scale)
