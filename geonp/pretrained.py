@@ -36,7 +36,8 @@ SETTINGS = {"te-pt-tnp": {"half_window": 1}}
 #: points within ``SCATTERED_REACH`` of the small halo), on grids and station networks: TE-PT-TNP's 16
 #: pseudo-tokens summarise a small window better than one of 8 units (ERA5 t2m, 90 % of cells hidden at
 #: random, ±1 h: 0.711 → 0.640 K; Colorado stations, ±3 months: 1.119 → 1.081 °C); inside a 12 × 12 hole a
-#: small window sees no data (docs/benchmarks.md, "Small windows for scattered gaps", "... and stations")
+#: small window sees no data (docs/benchmarks.md, "Small windows for scattered gaps", "Small windows on station
+#: networks too")
 SCATTERED_WINDOWS = {"te-pt-tnp": {"tile": 2.0, "halo": 2.0}}
 #: share of the small halo that 99 % of the sampled gaps may reach for :data:`SCATTERED_WINDOWS` to apply
 SCATTERED_REACH = 0.75
