@@ -56,6 +56,8 @@ def check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
                     _check_repeated_meridian(values, name)
                 values = np.rad2deg(np.unwrap(np.deg2rad(values)))  # a grid across the dateline is monotonic here
             _check_monotonic(values, name)
+    if layout.geographic and layout.is_grid:
+        _check_radian_axis(ds, layout)
     if not layout.is_grid:
         dim = layout.space_dims[0]
         if dim in ds.indexes and not ds.indexes[dim].is_unique:
@@ -121,6 +123,33 @@ def _check_repeated_meridian(values: np.ndarray, name: str) -> None:
             f"longitude {name!r} holds the meridian {wrapped[i]:g}° twice ({', '.join(f'{v:g}' for v in twice)}): "
             "a cyclic column repeated at the end of a global grid; expected each meridian once. Drop the repeat, "
             f"e.g. ds.isel({name}=slice(None, -1)).")
+
+
+#: how close the ratio of two angular axes' steps must come to 180/π to read as radians labelled degrees
+RADIAN_RATIO_TOLERANCE = 0.01
+
+
+def _check_radian_axis(ds: xr.Dataset, layout: Layout) -> None:
+    """Refuse a grid whose one angular axis steps 180/π times finer than the other and stays within ±2π.
+
+    That is an axis in radians labelled (or taken) as degrees, e.g. a rotated pole's ``rlat`` of
+    0.0077 next to an ``rlon`` of 0.44 (docs/benchmarks.md, "A ninth new-user test"): read as
+    degrees, its cells would be 57 times too close together. A real grid has no such ratio.
+    """
+    steps = {}
+    for name, scale in zip((layout.x, layout.y), layout.xy_scale):
+        c = ds[name]
+        if c.ndim != 1 or c.dims[0] not in layout.space_dims or c.size < 2:
+            return
+        values = np.asarray(c.values, dtype=np.float64) * scale
+        steps[name] = (float(np.median(np.abs(np.diff(values)))), float(np.abs(values).max()))
+    (fine, (step, reach)), (coarse, (other, _)) = sorted(steps.items(), key=lambda kv: kv[1][0])
+    if step > 0 and reach <= 2 * np.pi and abs(other / step / np.degrees(1.0) - 1.0) < RADIAN_RATIO_TOLERANCE:
+        raise CoordinateError(
+            f"coordinate {fine!r} steps by {step:.4g} while {coarse!r} steps by {other:.4g} (degrees): a ratio of "
+            f"{other / step:.2f}, which is 180/π, and {fine!r} stays within ±{reach:.3g}. {fine!r} looks like radians "
+            f"taken as degrees; expected both axes in degrees. Convert it first, e.g. "
+            f"ds = ds.assign_coords({{{fine!r}: np.rad2deg(ds[{fine!r}]).assign_attrs(ds[{fine!r}].attrs)}}).")
 
 
 def _check_monotonic(values: np.ndarray, name: str) -> None:

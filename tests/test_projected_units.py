@@ -193,3 +193,22 @@ def test_2d_lonlat_without_a_grid_mapping_writes_no_crs_on_the_grid_axes(tmp_pat
     assert gm["grid_mapping_name"] == "rotated_latitude_longitude"
     assert (gm["grid_north_pole_latitude"], gm["grid_north_pole_longitude"]) == (39.25, -162.0)
     np.testing.assert_allclose(out.tas_mean.values, kept.tas_mean.values, rtol=0, atol=1e-4)
+
+
+def test_an_axis_in_radians_labelled_degrees_is_refused():
+    """An rlat in radians beside an rlon in degrees steps 180/π times finer: refused, with the conversion as the fix."""
+    ds, _, _ = rotated_field()
+    radians = ds.assign_coords(rlat=np.deg2rad(ds.rlat).assign_attrs(ds.rlat.attrs))
+    with pytest.raises(CoordinateError, match=r"'rlat' steps by 0\.00384 while 'rlon' steps by 0\.22.*180/π.*"
+                                              r"radians taken as degrees.*np\.rad2deg"):
+        geo.describe(radians)
+    # the same values with their true units are fine: axis_scale brings them to degrees
+    labelled = radians.assign_coords(rlat=radians.rlat.assign_attrs(units="radians"))
+    assert geo.describe(labelled)[1].xy_scale[1] == pytest.approx(np.degrees(1.0))
+    # plain latitude/longitude too, and the suggested fix reads as the original grid
+    plain = xr.Dataset({"t": (("lat", "lon"), np.zeros((4, 5), "float32"))},
+                       coords={"lat": np.deg2rad(50.0 + 0.25 * np.arange(4)), "lon": 0.25 * np.arange(5)})
+    with pytest.raises(CoordinateError, match=r"'lat' looks like radians"):
+        geo.describe(plain)
+    fixed = plain.assign_coords({"lat": np.rad2deg(plain["lat"]).assign_attrs(plain["lat"].attrs)})
+    assert geo.describe(fixed)[1].is_grid
