@@ -300,3 +300,18 @@ def test_rotated_grid__a_missing_or_unlinked_grid_mapping_is_named_in_the_error(
     a = ds.np.infill("tas", land="none")
     b = unlinked.np.infill("tas", land="none", crs=hinted)
     np.testing.assert_allclose(b.tas_mean.values, a.tas_mean.values, atol=1e-4)
+
+
+def test_rotated_grid__a_pole_latitude_stored_as_text_is_named_with_its_number():
+    """A CF parameter stored as text ('39.25') gets its own message, not pyproj's PROJJSON dump."""
+    ds = _rotated_grid()[0].drop_vars(["lat", "lon"])
+    ds["rotated_pole"].attrs["grid_north_pole_latitude"] = "39.25"
+    with pytest.raises(CRSError, match=r"'rotated_pole' has grid_north_pole_latitude='39\.25', text; expected a "
+                                       r"number\. Fix it \(ds\['rotated_pole'\]\.attrs\['grid_north_pole_latitude'\] "
+                                       r"= 39\.25\)"):
+        geo.describe(ds, "tas")
+    ds["rotated_pole"].attrs["grid_north_pole_latitude"] = "north"
+    with pytest.raises(CRSError, match=r"grid_north_pole_latitude='north', text; expected a number.*to its number"):
+        geo.describe(ds, "tas")
+    ds["rotated_pole"].attrs["grid_north_pole_latitude"] = 39.25  # the fix
+    assert geo.describe(ds, "tas")[1].crs.to_cf()["grid_north_pole_latitude"] == 39.25

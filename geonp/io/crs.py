@@ -65,7 +65,34 @@ def parse_crs(crs: Any) -> CRS:
         ) from err
 
 
-def _crs_from_attrs(attrs: dict, where: str) -> CRS | None:
+#: CF grid-mapping parameters that are numbers (or lists of numbers)
+_CF_NUMBERS = ("grid_north_pole_latitude", "grid_north_pole_longitude", "north_pole_grid_longitude",
+               "latitude_of_projection_origin", "longitude_of_projection_origin", "longitude_of_central_meridian",
+               "straight_vertical_longitude_from_pole", "standard_parallel", "scale_factor_at_central_meridian",
+               "scale_factor_at_projection_origin", "false_easting", "false_northing", "semi_major_axis",
+               "semi_minor_axis", "inverse_flattening", "earth_radius", "longitude_of_prime_meridian",
+               "perspective_point_height")
+
+
+def _refuse_text_numbers(attrs: dict, where: str, name: str | None = None) -> None:
+    """Raise for a CF grid-mapping parameter stored as text (``"39.25"``): pyproj answers with a PROJJSON dump.
+
+    ``name`` is the grid-mapping variable, for the fix in the message.
+    """
+    for key in _CF_NUMBERS:
+        value = attrs.get(key)
+        if isinstance(value, (str, bytes)):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+            target = f"ds[{name!r}].attrs[{key!r}]" if name is not None else f"the attribute {key!r}"
+            fix = f"{target} = {number!r}" if number is not None else f"set {target} to its number"
+            raise CRSError(f"{where} has {key}={value!r}, text; expected a number. Fix it ({fix}) or pass crs= "
+                           "explicitly.")
+
+
+def _crs_from_attrs(attrs: dict, where: str, name: str | None = None) -> CRS | None:
     """Read a CRS from grid-mapping attributes (WKT first, then CF parameters); ``None`` if there are none."""
     for key in _WKT_ATTRS:
         if attrs.get(key):
@@ -77,6 +104,7 @@ def _crs_from_attrs(attrs: dict, where: str) -> CRS | None:
                     "string; fix the attribute or pass crs= explicitly"
                 ) from err
     if "grid_mapping_name" in attrs:
+        _refuse_text_numbers(attrs, where, name)
         try:
             return CRS.from_cf(dict(attrs))
         except (pyproj.exceptions.CRSError, KeyError, ValueError) as err:
@@ -158,7 +186,7 @@ def read_crs(obj: xr.Dataset | xr.DataArray, crs: Any = None) -> CRS | None:
         if name in seen or var is None:
             continue
         seen.append(name)
-        found = _crs_from_attrs(var.attrs, f"grid-mapping variable {name!r}")
+        found = _crs_from_attrs(var.attrs, f"grid-mapping variable {name!r}", str(name))
         if found is not None:
             return found
     return _crs_from_rioxarray(obj)
