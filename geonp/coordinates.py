@@ -41,11 +41,12 @@ def check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
         lat = np.asarray(ds[layout.y].values, dtype=np.float64)
         lon = np.asarray(ds[layout.x].values, dtype=np.float64)
         if np.abs(lat).max() > 90.0:
-            raise CoordinateError(f"latitude {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
+            label = "latitude" if layout.plain_lonlat else "grid latitude"
+            raise CoordinateError(f"{label} {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
                                   "expected finite values in [-90, 90]. Check that latitude and longitude are not "
                                   "swapped and that the units are degrees.")
         if lon.min() < -180.0 or lon.max() > 360.0:
-            _refuse_longitude(lon, layout.x)
+            _refuse_longitude(lon, layout.x, "longitude" if layout.plain_lonlat else "grid longitude")
     for name in (layout.x, layout.y):
         c = ds[name]
         if c.ndim == 1 and layout.is_grid and c.dims[0] in layout.space_dims:
@@ -80,9 +81,12 @@ def check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
                                       "ds.drop_duplicates('time').")
 
 
-def _refuse_longitude(lon: np.ndarray, name: str) -> None:
-    """Raise for longitudes outside [-180, 360]: degrees running past 360, or not degrees at all."""
-    found = f"longitude {name!r} has values from {lon.min():g} to {lon.max():g}; expected degrees in [-180, 360]."
+def _refuse_longitude(lon: np.ndarray, name: str, label: str = "longitude") -> None:
+    """Raise for longitudes outside [-180, 360]: degrees running past 360, or not degrees at all.
+
+    ``label`` names the axis: ``"grid longitude"`` for a rotated pole's rlon.
+    """
+    found = f"{label} {name!r} has values from {lon.min():g} to {lon.max():g}; expected degrees in [-180, 360]."
     if lon.min() >= -180.0 and lon.max() <= 720.0:
         raise CoordinateError(
             f"{found} They look like degrees that run past 360 (wrap-around columns repeated after 360, or a "

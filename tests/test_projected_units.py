@@ -212,3 +212,15 @@ def test_an_axis_in_radians_labelled_degrees_is_refused():
         geo.describe(plain)
     fixed = plain.assign_coords({"lat": np.rad2deg(plain["lat"]).assign_attrs(plain["lat"].attrs)})
     assert geo.describe(fixed)[1].is_grid
+
+
+def test_a_rotated_grid_out_of_range_names_its_grid_longitude():
+    """A rotated pole's rlon past 360 is a 'grid longitude' in the message, not a longitude on the Earth."""
+    ds, _, _ = rotated_field()
+    far = ds.assign_coords(rlon=(ds.rlon + 400.0).assign_attrs(ds.rlon.attrs))
+    with pytest.raises(CoordinateError, match=r"^grid longitude 'rlon' has values from 390 to 394\.18"):
+        geo.describe(far)
+    plain = xr.Dataset({"t": (("lat", "lon"), np.zeros((2, 3), "float32"))},
+                       coords={"lat": [50.0, 51.0], "lon": [400.0, 401.0, 402.0]})
+    with pytest.raises(CoordinateError, match=r"^longitude 'lon' has values from 400"):
+        geo.describe(plain)
