@@ -319,7 +319,7 @@ def _xy_units(ds: xr.Dataset, x: str, y: str, crs: pyproj.CRS) -> tuple[tuple[fl
     x/y in their own units (e.g. km on a CRS in metres) are scaled into the CRS's; a rotated pole
     is geographic to pyproj but its rlon/rlat are not longitude/latitude.
     """
-    from .io.crs import axis_scale, is_plain_lonlat
+    from .io.units import axis_scale, is_plain_lonlat
 
     return (axis_scale(ds[x], x, crs), axis_scale(ds[y], y, crs)), is_plain_lonlat(crs)
 

@@ -74,7 +74,7 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
 
 def _lonlat_off_axes(out: xr.Dataset, layout: geo.Layout) -> bool:
     """Whether the CRS of ``layout`` is plain longitude/latitude and those are not the output's own axes."""
-    from .io.crs import is_plain_lonlat
+    from .io.units import is_plain_lonlat
 
     return layout.x in out.coords and out[layout.x].ndim > 1 and is_plain_lonlat(layout.crs)
 

@@ -10,7 +10,7 @@ import xarray as xr
 from geonp import frames, geo
 from geonp.errors import CoordinateError, CRSError
 from geonp.io import write_crs
-from geonp.io.crs import is_plain_lonlat
+from geonp.io.units import is_plain_lonlat
 
 KM = 25.0  # cell size of the synthetic British National Grid field
 ROTATED = pyproj.CRS.from_cf({"grid_mapping_name": "rotated_latitude_longitude", "grid_north_pole_latitude": 39.25,
