@@ -33,7 +33,7 @@ from .output import finish, space_coords, variable_attrs
 from .planning import plan_problem
 from .poles import merge_pole_copies
 from .prepare import prepare
-from .pretrained import has_scattered_windows, scattered_windows
+from .pretrained import has_scattered_windows, scattered_windows, shipped_name
 from .targets import describe_targets
 from .timeaxis import parse_duration
 
@@ -203,7 +203,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours,
                                    history_years=seasonal.span_years(times[:history]))
     work, cycle = _departures(ds, layout, kind, lag, past)
-    if calibrate_input.shipped_name(model) is not None and kind != "seasonal":
+    if shipped_name(model) is not None and kind != "seasonal":
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),

@@ -28,7 +28,7 @@ from .normalise import Normaliser
 from .pretrained import PRETRAINED, shipped_name
 
 __all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
-           "delayed_calibration", "forecast_calibration", "infill_calibration", "note", "shipped_name",
+           "delayed_calibration", "forecast_calibration", "infill_calibration", "note",
            "trend_weights", "warn_uncalibrated_seasonal", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS",
            "CALIBRATION_FIELDS", "CALIBRATION_VALUES"]
 

@@ -40,13 +40,13 @@ def check_coordinates(ds: xr.Dataset, layout: Layout) -> None:
     if layout.geographic:
         lat = np.asarray(ds[layout.y].values, dtype=np.float64)
         lon = np.asarray(ds[layout.x].values, dtype=np.float64)
+        grid = "" if layout.plain_lonlat else "grid "  # a rotated pole's rlat/rlon
         if np.abs(lat).max() > 90.0:
-            label = "latitude" if layout.plain_lonlat else "grid latitude"
-            raise CoordinateError(f"{label} {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
+            raise CoordinateError(f"{grid}latitude {layout.y!r} has values from {np.nanmin(lat)} to {np.nanmax(lat)}; "
                                   "expected finite values in [-90, 90]. Check that latitude and longitude are not "
                                   "swapped and that the units are degrees.")
         if lon.min() < -180.0 or lon.max() > 360.0:
-            _refuse_longitude(lon, layout.x, "longitude" if layout.plain_lonlat else "grid longitude")
+            _refuse_longitude(lon, layout.x, f"{grid}longitude")
     for name in (layout.x, layout.y):
         c = ds[name]
         if c.ndim == 1 and layout.is_grid and c.dims[0] in layout.space_dims:

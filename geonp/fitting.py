@@ -77,10 +77,10 @@ def init_from(net: NeuralProcess, source: NeuralProcess) -> int:
     """
     if getattr(net.config, "proximity_features", False) and not getattr(source.config, "proximity_features", True):
         source = with_proximity_features(source)  # their inputs sit before the covariates
-    own = net.state_dict()
+    own, theirs = net.state_dict(), source.state_dict()
     copied = 0
     with torch.no_grad():
-        for k, v in source.state_dict().items():
+        for k, v in theirs.items():
             if k not in own:
                 continue
             w = own[k]
@@ -91,7 +91,6 @@ def init_from(net: NeuralProcess, source: NeuralProcess) -> int:
                 w.zero_()  # extra input columns (covariates) start switched off
                 w[:, : v.shape[1]].copy_(v)
                 copied += 1
-        theirs = source.state_dict()
         for name, module in net.named_modules():
             if isinstance(module, MLP) and not any(f"{name}.{k}" in theirs for k, _ in module.named_parameters()):
                 last = module[-1]
