@@ -255,7 +255,8 @@ def test_time_bias_looked_up_from_a_table_equals_the_direct_sum(kernel, monkeypa
     assert len(looked_up) == 2 and fast.is_contiguous()
     assert torch.equal(fast, bias._rbf_sum(xq, xk, bias.active_bases(xq, xk)))
     looked_up.clear()
-    xq[..., 2] = torch.rand(2, 500, generator=g)  # every query at its own time: no table
+    xq[..., 2] = torch.rand(2, 500, generator=g)  # every point at its own time: no table
+    xk[..., 2] = torch.rand(2, 300, generator=g)
     bias.fast_bias(xq, xk)
     assert not looked_up
 

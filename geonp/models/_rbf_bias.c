@@ -60,10 +60,15 @@ static inline void geonp_sqdist_block(const float *q, const float *k_t, int64_t 
 
 /* xq: [nq, ncol] row-major; xk_t: [ncol, nk] (transposed, so keys are contiguous); terms are ordered by
  * head, head h owning terms head_start[h] .. head_start[h + 1] - 1 (none: its rows are zero);
- * out[h * head_stride + i * row_stride + j]. */
+ * out[h * head_stride + i * row_stride + j].
+ *
+ * With a table (not NULL), a second bias on a coordinate with few distinct values (time, in frames) is
+ * added in the same pass: out[h, i, j] = sum + table[h, iq[i], ik[j]], rounded as the two added apart
+ * would be (the sum first, then one float32 addition), without a second [h, nq, nk] buffer and pass. */
 void geonp_rbf_bias_f32(const float *xq, int64_t nq, const float *xk_t, int64_t nk, int64_t ncol,
                         const float *rate, const float *weight, const int64_t *head_start, int64_t nheads,
-                        float min_exp, float *out, int64_t head_stride, int64_t row_stride)
+                        float min_exp, const int32_t *iq, const int32_t *ik, const float *table, int64_t uq,
+                        int64_t uk, float *out, int64_t head_stride, int64_t row_stride)
 {
     float d2[GEONP_BLOCK];
     float acc[GEONP_BLOCK];
@@ -84,8 +89,15 @@ void geonp_rbf_bias_f32(const float *xq, int64_t nq, const float *xk_t, int64_t 
                     }
                 }
                 float *o = out + h * head_stride + i * row_stride + j0;
-                for (int64_t j = 0; j < m; ++j)
-                    o[j] = acc[j];
+                if (table) {
+                    const float *row = table + (h * uq + iq[i]) * uk;
+                    const int32_t *kj = ik + j0;
+                    for (int64_t j = 0; j < m; ++j)
+                        o[j] = acc[j] + row[kj[j]];
+                } else {
+                    for (int64_t j = 0; j < m; ++j)
+                        o[j] = acc[j];
+                }
             }
         }
     }

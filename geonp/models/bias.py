@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError, UnknownOptionError
 from . import whole_tile
+from .distances import great_circle_sqdist, pairwise_sqdist, unit_vectors
 from .native import rbf_bias_kernel
 from .score import LOG2E, MIN_EXPONENT, ScoreMod
 from .whole_tile import whole_tiles
@@ -31,35 +32,6 @@ BIAS_CHUNK = 2**16
 #: a bias on one coordinate is looked up from a table of its distinct values when the table has at
 #: most 1/TABLE_FACTOR of the tile's pairs (time in a window of frames; RBFBias._table_bias)
 TABLE_FACTOR = 64
-
-
-def pairwise_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
-    """Squared Euclidean distances ``[b, nq, nk]`` from exact coordinate differences.
-
-    Differences (not ``|x|² + |y|² - 2x·y``) keep full precision far from the origin.
-    """
-    out = None
-    for c in range(xq.shape[-1]):
-        diff = xq[:, :, None, c] - xk[:, None, :, c]
-        out = diff * diff if out is None else torch.addcmul(out, diff, diff)
-    return out
-
-
-def _unit_vectors(lonlat: Tensor) -> Tensor:
-    """``[..., 2]`` longitude, latitude in degrees → ``[..., 3]`` unit vectors."""
-    lon, lat = torch.deg2rad(lonlat[..., 0]), torch.deg2rad(lonlat[..., 1])
-    return torch.stack((torch.cos(lat) * torch.cos(lon), torch.cos(lat) * torch.sin(lon), torch.sin(lat)), dim=-1)
-
-
-def great_circle_sqdist(xq: Tensor, xk: Tensor) -> Tensor:
-    """Squared great-circle distances ``[b, nq, nk]`` in degrees of arc.
-
-    ``xq [b, nq, 2]`` and ``xk [b, nk, 2]`` hold longitude and latitude in degrees.
-    The arc is ``2 asin(chord / 2)`` with the chord from exact 3-D differences.
-    """
-    chord2 = pairwise_sqdist(_unit_vectors(xq), _unit_vectors(xk))
-    arc = 2.0 * torch.asin(torch.clamp(chord2.sqrt() * 0.5, max=1.0))
-    return torch.rad2deg(arc).square()
 
 
 class RBFBias(ScoreMod):
@@ -183,16 +155,17 @@ class RBFBias(ScoreMod):
                 r1 = min(nq, r0 + rows)
                 yield j, r0, r1, self.sqdist(xq[j : j + 1, r0:r1], xk[j : j + 1]).reshape(1, -1)
 
-    def _rbf_sum(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor:
+    def _rbf_sum(self, xq: Tensor, xk: Tensor, active: list[list[bool]], table=None) -> Tensor:
         """``Σ_f a_hf exp(-b_hf d²)`` → ``[b, h, nq, nk]``, evaluated chunk by chunk (see :meth:`_chunks`).
 
         ``active[h][f]`` false skips a term (see :meth:`active_bases`); a head without terms is zero.
+        ``table``, from another bias' :meth:`lookup` (compiled kernel only), is added in the same pass.
         """
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
         h = self.num_heads
         rate, weight = self.rate().detach(), self.weight.detach()
         rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
-        if not rows:
+        if not rows and table is None:
             return xq.new_zeros(b, h, nq, nk)
         if whole_tiles(xq):  # GPUs: a basis at a time over the whole tile (geonp.models.whole_tile)
             on = torch.tensor(active, device=xq.device)
@@ -200,8 +173,11 @@ class RBFBias(ScoreMod):
                                       torch.where(on, weight, 0.0).to(xq.dtype), LOG2E * MIN_EXPONENT)
         out = xq.new_empty(b, h, nq, nk)
         # the active terms, ordered by head: head i owns terms starts[i]:starts[i + 1]
-        neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).to(xq.dtype)  # base 2: see LOG2E
-        term_weight = torch.stack([weight[i, f] for i, f in rows]).to(xq.dtype)
+        if not rows:  # no terms, a table to write
+            neg_rate = term_weight = xq.new_empty(0)
+        else:
+            neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).to(xq.dtype)  # base 2: see LOG2E
+            term_weight = torch.stack([weight[i, f] for i, f in rows]).to(xq.dtype)
         starts = [0]
         for i in range(h):
             starts.append(starts[-1] + sum(1 for i2, _ in rows if i2 == i))
@@ -209,7 +185,8 @@ class RBFBias(ScoreMod):
         if kernel is not None:
             cols, head_start = list(self.columns), torch.tensor(starts)
             for j in range(b):
-                kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start, LOG2E * MIN_EXPONENT, out[j])
+                kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start, LOG2E * MIN_EXPONENT, out[j],
+                       None if table is None else (table[0][j], table[1][j], table[2]))
             return out
         terms = None  # flat buffer of the first (largest) chunk, viewed contiguously for each chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
@@ -245,31 +222,39 @@ class RBFBias(ScoreMod):
         return row.expand(row.shape[0], self.num_heads, xq.shape[1], row.shape[-1])
 
     def _table_bias(self, xq: Tensor, xk: Tensor, active: list[list[bool]]) -> Tensor | None:
-        """Look the bias up from a table when a 1-D coordinate takes few distinct values on the tile.
-
-        That is time in a space-time window (a few frames): the bias is evaluated once for every pair
-        of distinct query and key values, by the same kernel as the direct path (so the values are
-        identical), and each pair's value is looked up (compiled kernel only). ``None`` when it does
-        not apply: the table would not be at least :data:`TABLE_FACTOR` times smaller than the tile.
-        """
-        if len(self.columns) != 1 or xq.shape[1] * xk.shape[1] < TABLE_FACTOR:
+        """The bias looked up from :meth:`lookup`'s table (time in a window of frames); ``None`` where none applies."""
+        found = self.lookup(xq, xk, active)
+        if found is None:
             return None
+        iq, ik, table = found
         kernel = self._kernel(xq)
-        if kernel is None:
+        out = xq.new_empty(xq.shape[0], self.num_heads, xq.shape[1], xk.shape[1])
+        for j in range(xq.shape[0]):
+            kernel.table(iq[j], ik[j], table, out[j])
+        return out
+
+    @torch.no_grad()
+    def lookup(self, xq: Tensor, xk: Tensor, active: list[list[bool]] | None = None) -> tuple | None:
+        """Tabulate this bias over the distinct values of its one coordinate, for the compiled kernel.
+
+        Returns ``(iq [b, nq], ik [b, nk], table [h, uq, uk])``: int32 indices of each point's value and
+        the bias between every pair of the batch's distinct values, evaluated by the direct path's kernel
+        (so that ``table[h, iq, ik]`` equals it exactly). ``None`` when it does not apply: more than one
+        column, no compiled kernel, or a table not at least :data:`TABLE_FACTOR` times smaller than the
+        batch's tile (one table serves every task).
+        """
+        b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
+        if len(self.columns) != 1 or b * nq * nk < TABLE_FACTOR or self._kernel(xq) is None:
             return None
         c = self.columns[0]
         uq, iq = torch.unique(xq[..., c], return_inverse=True)
         uk, ik = torch.unique(xk[..., c], return_inverse=True)
-        if len(uq) * len(uk) * TABLE_FACTOR > xq.shape[1] * xk.shape[1]:
+        if len(uq) * len(uk) * TABLE_FACTOR > b * nq * nk:
             return None
         pq, pk = xq.new_zeros(1, len(uq), xq.shape[-1]), xk.new_zeros(1, len(uk), xk.shape[-1])
         pq[0, :, c], pk[0, :, c] = uq, uk
-        table = self._rbf_sum(pq, pk, active)[0]  # [h, uq, uk]
-        out = xq.new_empty(xq.shape[0], self.num_heads, xq.shape[1], xk.shape[1])
-        iq, ik = iq.to(torch.int32), ik.to(torch.int32)
-        for j in range(xq.shape[0]):
-            kernel.table(iq[j], ik[j], table, out[j])
-        return out
+        table = self._rbf_sum(pq, pk, self.active_bases(xq, xk) if active is None else active)[0]  # [h, uq, uk]
+        return iq.to(torch.int32), ik.to(torch.int32), table
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
         """``[term(b, h, i, j)]`` computing this bias inline for ``flex_attention``."""
@@ -277,7 +262,7 @@ class RBFBias(ScoreMod):
         geodesic = self.metric == "geodesic"
         pq, pk = xq[..., cols], xk[..., cols]
         if geodesic:
-            pq, pk = _unit_vectors(pq), _unit_vectors(pk)
+            pq, pk = unit_vectors(pq), unit_vectors(pk)
         pq, pk = pq.contiguous(), pk.contiguous()
         rate, weight = self.rate().detach(), self.weight.detach()
 
@@ -363,6 +348,9 @@ class SumBias(ScoreMod):
 
     @torch.no_grad()
     def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        fused = self._fused(xq, xk)
+        if fused is not None:
+            return fused
         parts = [p for p in (part.fast_bias(xq, xk) for part in self.parts) if p is not None]
         if not parts:
             return None
@@ -373,6 +361,24 @@ class SumBias(ScoreMod):
             if i != (first if first is not None else 0):
                 out.add_(p)
         return out
+
+    def _fused(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        """Space and time in one pass of the compiled kernel, or ``None`` where that does not apply.
+
+        BSA-TNP's pair of biases, a direct RBF sum on the space columns and a table on the time column
+        (:meth:`RBFBias.lookup`), is written by one kernel call per task: the time value is added to each
+        space sum as it is stored, with the rounding of adding the two parts apart, so the result is
+        identical to the parts' sum without a second ``[b, h, nq, nk]`` buffer and two more passes over it.
+        """
+        if len(self.parts) != 2 or not all(isinstance(p, RBFBias) for p in self.parts):
+            return None
+        direct, timed = self.parts
+        if direct._kernel(xq) is None or direct.num_heads != timed.num_heads:
+            return None
+        table = timed.lookup(xq, xk)
+        if table is None:
+            return None
+        return direct._rbf_sum(xq, xk, direct.active_bases(xq, xk), table=table)
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
         """The terms of every part, for ``flex_attention``."""

@@ -94,7 +94,8 @@ class _Kernel:
     def __init__(self, lib: ctypes.CDLL, path: Path) -> None:
         fn = lib.geonp_rbf_bias_f32
         ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-        fn.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, ptr, i64, ctypes.c_float, ptr, i64, i64]
+        fn.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, ptr, i64, ctypes.c_float, ptr, ptr, ptr, i64, i64, ptr, i64,
+                       i64]
         fn.restype = None
         grad = lib.geonp_rbf_bias_grad_f32
         grad.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, i64, ctypes.c_float, ptr, i64, i64, ptr, ptr]
@@ -105,7 +106,7 @@ class _Kernel:
         self._fn, self._grad, self._table, self._lib, self.path = fn, grad, table, lib, path
 
     def __call__(self, xq: Tensor, xk: Tensor, rate: Tensor, weight: Tensor, head_start: Tensor,
-                 min_exp: float, out: Tensor) -> None:
+                 min_exp: float, out: Tensor, table: tuple[Tensor, Tensor, Tensor] | None = None) -> None:
         """Write ``out[h, i, j] = Σ_t weight[t] 2^max(rate[t] |xq_i − xk_j|², min_exp)`` over head h's terms.
 
         Parameters
@@ -120,6 +121,10 @@ class _Kernel:
             Lower clamp of the exponents (keeps ``2^x`` a normal float).
         out : Tensor
             ``[h, nq, nk]`` float32 whose last dim is contiguous; written in place.
+        table : (Tensor, Tensor, Tensor), optional
+            ``(iq [nq], ik [nk], values [h, uq, uk])``: int32 indices and a float32 table whose value
+            ``values[h, iq[i], ik[j]]`` is added to each sum in the same pass (a second bias on a coordinate
+            with few distinct values), rounded as the sum and the table added apart would be.
         """
         rows = _rows(xq, xk, out, "out")
         if rows is None:
@@ -127,9 +132,16 @@ class _Kernel:
         xq, xk_t, bounds = rows
         weight, rate, head_start = _terms(weight), _terms(rate), _heads(head_start, out, rate)
         hs, rs, item = out.stride(0), out.stride(1), out.element_size()
+        iq = ik = values = None
+        if table is not None:
+            iq, ik, values = _check_table(*table, out)
         args = (xk_t.data_ptr(), xk.shape[0], xq.shape[1], rate.data_ptr(), weight.data_ptr(), head_start.data_ptr(),
                 out.shape[0], float(min_exp))
-        _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args, out.data_ptr() + r0 * rs * item, hs, rs)
+        uq, uk = (values.shape[1], values.shape[2]) if values is not None else (0, 0)
+        _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args,
+               None if iq is None else iq.data_ptr() + r0 * iq.element_size(),
+               None if ik is None else ik.data_ptr(), None if values is None else values.data_ptr(), uq, uk,
+               out.data_ptr() + r0 * rs * item, hs, rs)
               for r0, r1 in zip(bounds[:-1], bounds[1:])])
 
     def table(self, iq: Tensor, ik: Tensor, table: Tensor, out: Tensor) -> None:
@@ -165,23 +177,37 @@ class _Kernel:
 
 def _lookup(kernel: _Kernel, iq: Tensor, ik: Tensor, table: Tensor, out: Tensor) -> None:
     """Write ``out[h, i, j] = table[h, iq[i], ik[j]]`` (``iq``, ``ik`` int32 indices into ``table [h, uq, uk]``)."""
+    iq, ik, table = _check_table(iq, ik, table, out)
     h, uq, uk = table.shape
     nq, nk = len(iq), len(ik)
-    if table.dtype != torch.float32 or out.dtype != torch.float32 or out.stride(-1) != 1 \
-            or tuple(out.shape) != (h, nq, nk) or iq.dtype != torch.int32 or ik.dtype != torch.int32:
-        raise ValueError(f"expected int32 indices, a float32 table [h, uq, uk] and out [h, {nq}, {nk}] with a "
-                         f"contiguous last dim, got {iq.dtype}, {ik.dtype}, {table.dtype} {tuple(table.shape)}, "
-                         f"{out.dtype} {tuple(out.shape)}")
+    if out.dtype != torch.float32:
+        raise ValueError(f"out must be float32, got {out.dtype}")
     if nq == 0 or nk == 0:
         return
-    if int(iq.min()) < 0 or int(iq.max()) >= uq or int(ik.min()) < 0 or int(ik.max()) >= uk:
-        raise ValueError(f"indices outside the {uq} x {uk} table")
-    iq, ik, table = iq.contiguous(), ik.contiguous(), table.contiguous()
     parts = min(torch.get_num_threads(), nq, max(1, (nq * nk) // PARALLEL_PAIRS))
     bounds = [nq * p // parts for p in range(parts + 1)]
     hs, rs, item = out.stride(0), out.stride(1), out.element_size()
     _run([(kernel._table, iq.data_ptr() + r0 * iq.element_size(), r1 - r0, ik.data_ptr(), nk, table.data_ptr(),
            uq, uk, h, out.data_ptr() + r0 * rs * item, hs, rs) for r0, r1 in zip(bounds[:-1], bounds[1:])])
+
+
+def _check_table(iq: Tensor, ik: Tensor, table: Tensor, out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Check a table and its indices (C trusts them); return them contiguous.
+
+    ``iq [nq]``, ``ik [nk]``: int32 indices into the float32 ``table [h, uq, uk]``, for ``out [h, nq, nk]``
+    with a contiguous last dim.
+    """
+    h, nq, nk = out.shape
+    if table.dim() != 3 or table.dtype != torch.float32 or out.stride(-1) != 1 or table.shape[0] != h \
+            or tuple(iq.shape) != (nq,) or tuple(ik.shape) != (nk,) or iq.dtype != torch.int32 \
+            or ik.dtype != torch.int32:
+        raise ValueError(f"expected int32 indices [{nq}] and [{nk}], a float32 table [{h}, uq, uk] and out "
+                         f"[{h}, {nq}, {nk}] with a contiguous last dim, got {iq.dtype} {tuple(iq.shape)}, {ik.dtype} "
+                         f"{tuple(ik.shape)}, {table.dtype} {tuple(table.shape)}, out {tuple(out.shape)}")
+    uq, uk = table.shape[1], table.shape[2]
+    if (nq and (int(iq.min()) < 0 or int(iq.max()) >= uq)) or (nk and (int(ik.min()) < 0 or int(ik.max()) >= uk)):
+        raise ValueError(f"indices outside the {uq} x {uk} table")
+    return iq.contiguous(), ik.contiguous(), table.contiguous()
 
 
 def _rows(xq: Tensor, xk: Tensor, pairs: Tensor, name: str) -> tuple[Tensor, Tensor, list[int]] | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .bias import great_circle_sqdist, pairwise_sqdist
+from .distances import great_circle_sqdist, pairwise_sqdist
 
 __all__ = ["num_proximity_features", "proximity_features"]
 
