@@ -173,11 +173,9 @@ class RBFBias(ScoreMod):
                                       torch.where(on, weight, 0.0).to(xq.dtype), LOG2E * MIN_EXPONENT)
         out = xq.new_empty(b, h, nq, nk)
         # the active terms, ordered by head: head i owns terms starts[i]:starts[i + 1]
-        if not rows:  # no terms, a table to write
-            neg_rate = term_weight = xq.new_empty(0)
-        else:
-            neg_rate = torch.stack([-LOG2E * rate[i, f] for i, f in rows]).to(xq.dtype)  # base 2: see LOG2E
-            term_weight = torch.stack([weight[i, f] for i, f in rows]).to(xq.dtype)
+        on = torch.tensor(active, device=rate.device)  # the active terms, ordered by head (row-major)
+        neg_rate = (-LOG2E * rate)[on].to(xq.dtype)  # base 2: see LOG2E
+        term_weight = weight[on].to(xq.dtype)
         starts = [0]
         for i in range(h):
             starts.append(starts[-1] + sum(1 for i2, _ in rows if i2 == i))
