@@ -14,3 +14,14 @@ def _seed():
     """Every test starts from the same torch seed."""
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def kernel():
+    """The compiled RBF bias kernel (geonp/models/native.py); the test is skipped where it cannot be built."""
+    from geonp.models import native
+
+    k = native.rbf_bias_kernel()
+    if k is None:
+        pytest.skip(f"no compiled kernel here: {native.status()}")
+    return k

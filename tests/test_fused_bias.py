@@ -7,19 +7,10 @@ import importlib
 import pytest
 import torch
 
-from geonp.models import native
 from geonp.models.attention import dense_attention, tiled_attention
 from geonp.models.bias import RBFBias, SumBias
 
 attn_mod = importlib.import_module("geonp.models.attention")  # the package exports a function of that name
-
-
-@pytest.fixture
-def kernel():
-    k = native.rbf_bias_kernel()
-    if k is None:
-        pytest.skip(f"no compiled kernel here: {native.status()}")
-    return k
 
 
 def _space_time(b: int, n: int, g: torch.Generator, frames: int = 4) -> torch.Tensor:

@@ -11,14 +11,6 @@ from geonp.models.score import LOG2E, MIN_EXPONENT
 
 
 @pytest.fixture
-def kernel():
-    k = native.rbf_bias_kernel()
-    if k is None:
-        pytest.skip(f"no compiled kernel here: {native.status()}")
-    return k
-
-
-@pytest.fixture
 def fresh_state(monkeypatch, tmp_path):
     """Give the test a kernel state of its own, built into tmp_path; restore the shared one afterwards."""
     saved = dict(native._state)
