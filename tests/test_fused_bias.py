@@ -9,6 +9,7 @@ import torch
 
 from geonp.models.attention import dense_attention, tiled_attention
 from geonp.models.bias import RBFBias, SumBias
+from geonp.models.score import MASKED
 
 attn_mod = importlib.import_module("geonp.models.attention")  # the package exports a function of that name
 
@@ -62,7 +63,7 @@ def test_sum_bias_fused_equals_its_parts_added(kernel, monkeypatch):
     xq, xk = _space_time(3, 200, g), _space_time(3, 150, g)
     calls = []
     call = type(kernel).__call__
-    monkeypatch.setattr(type(kernel), "__call__", lambda self, *a: calls.append(a[-1] is not None) or call(self, *a))
+    monkeypatch.setattr(type(kernel), "__call__", lambda self, *a: calls.append(a[7] is not None) or call(self, *a))
     fused = bias.fast_bias(xq, xk)
     assert calls.count(True) == 3  # one call with a table per task (and one building the table)
     monkeypatch.setattr(SumBias, "_fused", lambda self, a, c: None)
@@ -97,3 +98,19 @@ def test_one_key_tile_is_not_reordered(monkeypatch):
         ref = dense_attention(q, k, v, bias, xq, xk)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(several, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_padding_in_the_same_pass_gives_the_same_mask(kernel, monkeypatch):
+    """SDPA's float mask (bias plus MASKED at padded keys) from one kernel pass: the bits of adding it after."""
+    g = torch.Generator().manual_seed(5)
+    bias = _sum_bias()
+    xq, xk = _space_time(3, 120, g), _space_time(3, 90, g)
+    key_mask = torch.rand(3, 90, generator=g) > 0.3
+    fused = bias.fast_mask(xq, xk, key_mask, torch.float32)
+    monkeypatch.setattr(SumBias, "_fused", lambda self, *a: None)
+    apart = bias.fast_mask(xq, xk, key_mask, torch.float32)
+    assert torch.equal(fused, apart)
+    assert bool((fused[..., ~key_mask[0]][0] == MASKED).all())
+    with pytest.raises(ValueError, match=r"key_add must be float32 \[5\]"):
+        kernel(torch.rand(4, 2), torch.rand(5, 2), -torch.rand(1), torch.rand(1), torch.tensor([0, 1]), -100.0,
+               torch.empty(1, 4, 5), None, torch.zeros(4))

@@ -64,11 +64,12 @@ static inline void geonp_sqdist_block(const float *q, const float *k_t, int64_t 
  *
  * With a table (not NULL), a second bias on a coordinate with few distinct values (time, in frames) is
  * added in the same pass: out[h, i, j] = sum + table[h, iq[i], ik[j]], rounded as the two added apart
- * would be (the sum first, then one float32 addition), without a second [h, nq, nk] buffer and pass. */
+ * would be (the sum first, then one float32 addition), without a second [h, nq, nk] buffer and pass.
+ * With key_add (not NULL), key_add[j] is added last in the same way (padding: 0 or MASKED). */
 void geonp_rbf_bias_f32(const float *xq, int64_t nq, const float *xk_t, int64_t nk, int64_t ncol,
                         const float *rate, const float *weight, const int64_t *head_start, int64_t nheads,
                         float min_exp, const int32_t *iq, const int32_t *ik, const float *table, int64_t uq,
-                        int64_t uk, float *out, int64_t head_stride, int64_t row_stride)
+                        int64_t uk, const float *key_add, float *out, int64_t head_stride, int64_t row_stride)
 {
     float d2[GEONP_BLOCK];
     float acc[GEONP_BLOCK];
@@ -93,7 +94,12 @@ void geonp_rbf_bias_f32(const float *xq, int64_t nq, const float *xk_t, int64_t 
                     const float *row = table + (h * uq + iq[i]) * uk;
                     const int32_t *kj = ik + j0;
                     for (int64_t j = 0; j < m; ++j)
-                        o[j] = acc[j] + row[kj[j]];
+                        acc[j] = acc[j] + row[kj[j]];
+                }
+                if (key_add) {
+                    const float *ka = key_add + j0;
+                    for (int64_t j = 0; j < m; ++j)
+                        o[j] = acc[j] + ka[j];
                 } else {
                     for (int64_t j = 0; j < m; ++j)
                         o[j] = acc[j];

@@ -20,7 +20,7 @@ from ..errors import ConfigError, UnknownOptionError
 from . import whole_tile
 from .distances import great_circle_sqdist, pairwise_sqdist, unit_vectors
 from .native import rbf_bias_kernel
-from .score import LOG2E, MIN_EXPONENT, ScoreMod
+from .score import LOG2E, MIN_EXPONENT, ScoreMod, key_padding
 from .whole_tile import whole_tiles
 
 __all__ = ["RBFBias", "SumBias", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
@@ -54,15 +54,8 @@ class RBFBias(ScoreMod):
         Initial range of lengthscales, in coordinate units.
     """
 
-    def __init__(
-        self,
-        num_heads: int,
-        num_bases: int,
-        columns: tuple[int, ...],
-        *,
-        metric: str = "euclidean",
-        lengthscales: tuple[float, float] = (0.03, 3.0),
-    ) -> None:
+    def __init__(self, num_heads: int, num_bases: int, columns: tuple[int, ...], *, metric: str = "euclidean",
+                 lengthscales: tuple[float, float] = (0.03, 3.0)) -> None:
         super().__init__()
         if metric not in METRICS:
             raise UnknownOptionError(f"unknown bias metric {metric!r}; expected one of {METRICS}.")
@@ -155,11 +148,13 @@ class RBFBias(ScoreMod):
                 r1 = min(nq, r0 + rows)
                 yield j, r0, r1, self.sqdist(xq[j : j + 1, r0:r1], xk[j : j + 1]).reshape(1, -1)
 
-    def _rbf_sum(self, xq: Tensor, xk: Tensor, active: list[list[bool]], table=None) -> Tensor:
+    def _rbf_sum(self, xq: Tensor, xk: Tensor, active: list[list[bool]], table=None,
+                 key_add: Tensor | None = None) -> Tensor:
         """``Σ_f a_hf exp(-b_hf d²)`` → ``[b, h, nq, nk]``, evaluated chunk by chunk (see :meth:`_chunks`).
 
         ``active[h][f]`` false skips a term (see :meth:`active_bases`); a head without terms is zero.
-        ``table``, from another bias' :meth:`lookup` (compiled kernel only), is added in the same pass.
+        ``table``, from another bias' :meth:`lookup`, and ``key_add [b, nk]`` (padding) are added in the same
+        pass (compiled kernel only, with a table).
         """
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
         h = self.num_heads
@@ -184,7 +179,8 @@ class RBFBias(ScoreMod):
             cols, head_start = list(self.columns), torch.tensor(starts)
             for j in range(b):
                 kernel(xq[j][:, cols], xk[j][:, cols], neg_rate, term_weight, head_start, LOG2E * MIN_EXPONENT, out[j],
-                       None if table is None else (table[0][j], table[1][j], table[2]))
+                       None if table is None else (table[0][j], table[1][j], table[2]),
+                       None if key_add is None else key_add[j])
             return out
         terms = None  # flat buffer of the first (largest) chunk, viewed contiguously for each chunk
         for j, r0, r1, d2 in self._chunks(xq, xk):
@@ -233,13 +229,11 @@ class RBFBias(ScoreMod):
 
     @torch.no_grad()
     def lookup(self, xq: Tensor, xk: Tensor, active: list[list[bool]] | None = None) -> tuple | None:
-        """Tabulate this bias over the distinct values of its one coordinate, for the compiled kernel.
+        """``(iq [b, nq], ik [b, nk], table [h, uq, uk])``: this bias tabulated over its one coordinate's values.
 
-        Returns ``(iq [b, nq], ik [b, nk], table [h, uq, uk])``: int32 indices of each point's value and
-        the bias between every pair of the batch's distinct values, evaluated by the direct path's kernel
-        (so that ``table[h, iq, ik]`` equals it exactly). ``None`` when it does not apply: more than one
-        column, no compiled kernel, or a table not at least :data:`TABLE_FACTOR` times smaller than the
-        batch's tile (one table serves every task).
+        int32 indices of each point's value, and the bias between every pair of the batch's distinct values
+        by the direct path's kernel (``table[h, iq, ik]`` equals it exactly). ``None`` with more than one
+        column, no compiled kernel, or a table not :data:`TABLE_FACTOR` times smaller than the batch's tile.
         """
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
         if len(self.columns) != 1 or b * nq * nk < TABLE_FACTOR or self._kernel(xq) is None:
@@ -360,13 +354,19 @@ class SumBias(ScoreMod):
                 out.add_(p)
         return out
 
-    def _fused(self, xq: Tensor, xk: Tensor) -> Tensor | None:
-        """Space and time in one pass of the compiled kernel, or ``None`` where that does not apply.
+    @torch.no_grad()
+    def fast_mask(self, xq: Tensor, xk: Tensor, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        if key_mask is not None and dtype == torch.float32:  # the padding too in the fused pass
+            fused = self._fused(xq, xk, key_padding(key_mask, dtype))
+            if fused is not None:
+                return fused
+        return super().fast_mask(xq, xk, key_mask, dtype)
 
-        BSA-TNP's pair of biases, a direct RBF sum on the space columns and a table on the time column
-        (:meth:`RBFBias.lookup`), is written by one kernel call per task: the time value is added to each
-        space sum as it is stored, with the rounding of adding the two parts apart, so the result is
-        identical to the parts' sum without a second ``[b, h, nq, nk]`` buffer and two more passes over it.
+    def _fused(self, xq: Tensor, xk: Tensor, key_add: Tensor | None = None) -> Tensor | None:
+        """BSA-TNP's space sum and time table (:meth:`RBFBias.lookup`) in one kernel pass per task, or ``None``.
+
+        Each time value (and ``key_add``) is added as the space sum is stored, rounded as adding them apart
+        would be: the parts' sum, bit for bit, without a second ``[b, h, nq, nk]`` buffer and its passes.
         """
         if len(self.parts) != 2 or not all(isinstance(p, RBFBias) for p in self.parts):
             return None
@@ -376,7 +376,7 @@ class SumBias(ScoreMod):
         table = timed.lookup(xq, xk)
         if table is None:
             return None
-        return direct._rbf_sum(xq, xk, direct.active_bases(xq, xk), table=table)
+        return direct._rbf_sum(xq, xk, direct.active_bases(xq, xk), table=table, key_add=key_add)
 
     def flex_terms(self, xq: Tensor, xk: Tensor) -> list:
         """The terms of every part, for ``flex_attention``."""

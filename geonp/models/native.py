@@ -94,8 +94,8 @@ class _Kernel:
     def __init__(self, lib: ctypes.CDLL, path: Path) -> None:
         fn = lib.geonp_rbf_bias_f32
         ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-        fn.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, ptr, i64, ctypes.c_float, ptr, ptr, ptr, i64, i64, ptr, i64,
-                       i64]
+        fn.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, ptr, i64, ctypes.c_float, ptr, ptr, ptr, i64, i64, ptr, ptr,
+                       i64, i64]
         fn.restype = None
         grad = lib.geonp_rbf_bias_grad_f32
         grad.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, i64, ctypes.c_float, ptr, i64, i64, ptr, ptr]
@@ -106,7 +106,8 @@ class _Kernel:
         self._fn, self._grad, self._table, self._lib, self.path = fn, grad, table, lib, path
 
     def __call__(self, xq: Tensor, xk: Tensor, rate: Tensor, weight: Tensor, head_start: Tensor,
-                 min_exp: float, out: Tensor, table: tuple[Tensor, Tensor, Tensor] | None = None) -> None:
+                 min_exp: float, out: Tensor, table: tuple[Tensor, Tensor, Tensor] | None = None,
+                 key_add: Tensor | None = None) -> None:
         """Write ``out[h, i, j] = Σ_t weight[t] 2^max(rate[t] |xq_i − xk_j|², min_exp)`` over head h's terms.
 
         Parameters
@@ -125,6 +126,8 @@ class _Kernel:
             ``(iq [nq], ik [nk], values [h, uq, uk])``: int32 indices and a float32 table whose value
             ``values[h, iq[i], ik[j]]`` is added to each sum in the same pass (a second bias on a coordinate
             with few distinct values), rounded as the sum and the table added apart would be.
+        key_add : Tensor, optional
+            ``[nk]`` float32 added last to every row, the same way (padding: 0 or ``MASKED``).
         """
         rows = _rows(xq, xk, out, "out")
         if rows is None:
@@ -135,13 +138,17 @@ class _Kernel:
         iq = ik = values = None
         if table is not None:
             iq, ik, values = _check_table(*table, out)
+        if key_add is not None:
+            if key_add.dtype != torch.float32 or tuple(key_add.shape) != (xk.shape[0],):
+                raise ValueError(f"key_add must be float32 [{xk.shape[0]}], got {key_add.dtype} {tuple(key_add.shape)}")
+            key_add = key_add.contiguous()
         args = (xk_t.data_ptr(), xk.shape[0], xq.shape[1], rate.data_ptr(), weight.data_ptr(), head_start.data_ptr(),
                 out.shape[0], float(min_exp))
         uq, uk = (values.shape[1], values.shape[2]) if values is not None else (0, 0)
         _run([(self._fn, xq[r0].data_ptr(), r1 - r0, *args,
                None if iq is None else iq.data_ptr() + r0 * iq.element_size(),
                None if ik is None else ik.data_ptr(), None if values is None else values.data_ptr(), uq, uk,
-               out.data_ptr() + r0 * rs * item, hs, rs)
+               None if key_add is None else key_add.data_ptr(), out.data_ptr() + r0 * rs * item, hs, rs)
               for r0, r1 in zip(bounds[:-1], bounds[1:])])
 
     def table(self, iq: Tensor, ik: Tensor, table: Tensor, out: Tensor) -> None:

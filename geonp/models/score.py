@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
-__all__ = ["ScoreMod", "MASKED", "MIN_EXPONENT", "LOG2E"]
+__all__ = ["ScoreMod", "MASKED", "MIN_EXPONENT", "LOG2E", "add_padding"]
 
 #: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
 MASKED = -1e30
@@ -48,6 +49,13 @@ class ScoreMod(nn.Module):
         """
         return self.bias(xq, xk)
 
+    def fast_mask(self, xq: Tensor, xk: Tensor, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        """The float mask of ``scaled_dot_product_attention``: :meth:`fast_bias` plus :data:`MASKED` at padded keys.
+
+        ``key_mask [b, nk]`` is ``True`` at real keys (``None``: no padding); ``dtype`` that of the queries.
+        """
+        return add_padding(self.fast_bias(xq, xk), key_mask, dtype)
+
     def bias_grad(self, xq: Tensor, xk: Tensor, grad: Tensor) -> list[Tensor] | None:
         """Gradients of ``(grad * bias(xq, xk)).sum()`` for each trainable parameter.
 
@@ -59,3 +67,21 @@ class ScoreMod(nn.Module):
     def forward(self, scores: Tensor, xq: Tensor, xk: Tensor) -> Tensor:
         """Logits ``[b, h, nq, nk]`` from scaled dot products ``scores`` and coordinates."""
         return scores + self.bias(xq, xk)
+
+
+def key_padding(key_mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """``[b, nk]``: 0 at real keys (``key_mask`` True), :data:`MASKED` at padded ones."""
+    return torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device).masked_fill_(~key_mask, MASKED)
+
+
+def add_padding(mask: Tensor | None, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """``mask [b, h, nq, nk]`` (or ``None``) plus :data:`MASKED` at padded keys; ``mask`` when there are none.
+
+    ``mask`` is written in place when it is a fresh tensor; a broadcast view (see ``RBFBias``) is never written.
+    """
+    if key_mask is None:
+        return mask
+    pad = key_padding(key_mask, dtype)[:, None, None, :]
+    if mask is None:
+        return pad
+    return mask.add_(pad) if mask.is_contiguous() else mask + pad

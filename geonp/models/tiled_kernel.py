@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .packing import spatial_order, take_points
-from .score import LOG2E, MASKED, MIN_EXPONENT
+from .score import LOG2E, MASKED, MIN_EXPONENT, add_padding
 
 
 def _sorted_forward(q, k, v, xq, xk, key_mask, score, q_tile, k_tile, scale, cols) -> tuple[Tensor, Tensor]:
@@ -76,14 +76,7 @@ def _tile_logits(q_t, k_t, score, xq_t, xk_t, km_t, scale) -> Tensor:
 
 def _additive_mask(score, xq_t, xk_t, km_t, dtype) -> Tensor | None:
     """Float mask for scaled_dot_product_attention: the bias plus padding."""
-    mask = score.fast_bias(xq_t, xk_t) if score is not None else None
-    if km_t is not None:
-        pad = torch.zeros(km_t.shape, dtype=dtype, device=km_t.device).masked_fill_(~km_t, MASKED)[:, None, None, :]
-        if mask is None:
-            mask = pad
-        else:  # fast_bias returns a fresh tensor, or a broadcast view that must not be written
-            mask = mask.add_(pad) if mask.is_contiguous() else mask + pad
-    return mask
+    return score.fast_mask(xq_t, xk_t, km_t, dtype) if score is not None else add_padding(None, km_t, dtype)
 
 
 def _tile_forward(q_t, k_t, v_t, score, xq_t, xk_t, km_t, scale, keep=None) -> tuple[Tensor, Tensor]:
