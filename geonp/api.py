@@ -82,7 +82,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     windows = {"halo": halo, "tile": tile}
     m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
-                       has_land=layout.land is not None)
+                       has_land=layout.land is not None, step_hours=_step_hours(ds, layout))
     lazy = ds[layout.var].chunks is not None or chunks is not None
     target = describe_targets(targets, crs, land) if targets is not None else None
     chunk_map = chunk_sizes(chunks, layout, ds, None if target is None else target[1].space_dims)
@@ -188,7 +188,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     hours = n_leads * step
     windows = {"halo": halo, "tile": tile, "context_frames": context_frames}
     m = with_settings(resolve_model(model), **windows)
-    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast")
+    m.check_compatible(layout.var, layout.crs, layout.elevation is not None, True, "forecast", step_hours=step)
     inits = timeaxis.init_indices(times, init_time)
     if layout.extra_dims:
         if not part:
@@ -292,6 +292,13 @@ def _reference_of(model: Model, reference: str | None) -> str:
         raise ModelMismatchError(f"this model was fitted to forecast with reference={own!r}, not {wanted!r}; "
                                  f"leave reference= out, or fit a model with reference={wanted!r}.")
     return wanted
+
+
+def _step_hours(ds: xr.Dataset, layout) -> float | None:
+    """The data's time step in hours; ``None`` without a time axis or with one frame (no step to compare)."""
+    if layout.time is None or ds.sizes[layout.time] < 2:
+        return None
+    return timeaxis.time_step_hours(ds[layout.time].values)
 
 
 def _check_batch_size(batch_size) -> None:

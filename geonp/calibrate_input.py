@@ -257,5 +257,6 @@ def _frames_needed(name: str, task: str, options: dict) -> int:
 
 def _refuse_fitted(model) -> None:
     raise ConfigError(f"calibrate=True calibrates shipped weights {sorted(PRETRAINED)} on the input, but model= "
-                      f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it with "
-                      "steps=0 on these data.")
+                      f"is {model!r}. A fitted model is calibrated already; to recalibrate one, fit it on these "
+                      "data with no training steps: ds.np.fit(model=<the model>, steps=0) (CLI: geonp fit INPUT "
+                      "--model FILE --steps 0 --out NEW_FILE).")

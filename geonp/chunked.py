@@ -334,8 +334,9 @@ def chunk_sizes(chunks, layout: Layout, ds: xr.Dataset, target_dims: Sequence[st
             raise ConfigError(f"chunks has dim {k!r}; expected some of {sorted(known)}.")
         if v is None or v == -1:
             continue
-        if int(v) < 1:
-            raise ConfigError(f"chunks[{k!r}]={v!r}; expected a positive size.")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
+            raise ConfigError(f"chunks[{k!r}]={v!r}; expected a positive whole number of points (or -1/None: "
+                              "the whole dim).")
         out["__time__" if k == layout.time else k] = int(v)
     return out
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import shlex
 import signal
 import sys
@@ -43,6 +44,7 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
     lies inside the input or the ``--targets`` file; ``--overwrite`` replaces only a Zarr store (``store=False``: a
     model file written by geonp); a store named like another format.
     """
+    from ._files import _ZIP_MAGIC
     from .io.lock import check_apart, check_new_path, check_store_path
 
     others = [("the input", args.input), ("the --targets file", getattr(args, "targets", None))]
@@ -50,9 +52,6 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
         return check_store_path(path, args.overwrite, others)
     check_apart(path, others)
     return check_new_path(path, args.overwrite, "model", magic=_ZIP_MAGIC)
-
-
-_ZIP_MAGIC = b"PK\x03\x04"  # a model file (torch.save writes a zip archive)
 
 
 def _open(args: argparse.Namespace, chunks):
@@ -79,7 +78,11 @@ def _open_targets(args: argparse.Namespace):
     from .io import open_dataset
 
     if args.targets_crs is not None:
-        return open_dataset(args.targets, crs=args.targets_crs, dayfirst=args.dayfirst)
+        try:
+            return open_dataset(args.targets, crs=args.targets_crs, dayfirst=args.dayfirst)
+        except CRSError as exc:  # the library names its crs= keyword; here it is --targets-crs (see cli_hints)
+            message = re.sub(r"\bcrs=", "targets_crs=", str(exc)).replace("leave crs unset", "leave --targets-crs out")
+            raise CRSError(message) from None
     try:
         return open_dataset(args.targets, dayfirst=args.dayfirst)
     except CRSError:  # a CSV of x/y columns, which needs a CRS to be read at all

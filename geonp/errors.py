@@ -28,6 +28,7 @@ __all__ = [
     "TimeAxisError",
     "ModelMismatchError",
     "OutputExistsError",
+    "OutputPathError",
     "DataFormatError",
     "InputNotFoundError",
     "NoContextWarning",
@@ -105,6 +106,10 @@ class ModelMismatchError(GeonpError, ValueError):
 
 class OutputExistsError(GeonpError, FileExistsError):
     """The output path exists and overwriting was not asked for."""
+
+
+class OutputPathError(GeonpError, OSError):
+    """The output cannot be written where it was asked for (its folder is a file, or takes no new files)."""
 
 
 class DataFormatError(GeonpError, ValueError):

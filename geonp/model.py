@@ -113,11 +113,15 @@ class Model:
         Raises
         ------
         OutputExistsError
-            ``path`` exists and ``overwrite`` is ``False`` (as for :func:`geonp.to_zarr`).
+            ``path`` exists and ``overwrite`` is ``False`` (as for :func:`geonp.to_zarr`), or it is not a
+            model file written by geonp (``overwrite`` never replaces anything else).
+        OutputPathError
+            ``path`` could not be written (its folder is a file, or takes no new files).
         """
+        from ._files import _ZIP_MAGIC
         from .io.lock import check_new_path
 
-        target = check_new_path(path, overwrite, "model")
+        target = check_new_path(path, overwrite, "model", magic=_ZIP_MAGIC)  # overwrite replaces only a model file
         return save_model(self.net, target, metadata={"geonp_model": self.to_dict(), "training": self.metadata})
 
     @classmethod
@@ -129,7 +133,8 @@ class Model:
                    settings=default_settings(name))
 
     def check_compatible(self, var: str, crs: pyproj.CRS, has_elevation: bool, has_time: bool,
-                         task: str | None = None, has_land: bool | None = None) -> None:
+                         task: str | None = None, has_land: bool | None = None,
+                         step_hours: float | None = None) -> None:
         """Refuse data (and a task) this model was not trained for.
 
         Raises
@@ -137,8 +142,9 @@ class Model:
         ModelMismatchError
             Another variable, a missing covariate, another CRS (any two longitude/latitude CRSs count
             as the same: geonp measures both in kilometres on the sphere), ``task`` is not the one
-            the model was fitted for (shipped weights, ``task="any"``, serve both), or the model was
-            fitted for infill with a land–sea mask and ``has_land`` is ``False``.
+            the model was fitted for (shipped weights, ``task="any"``, serve both), the model was
+            fitted for infill with a land–sea mask and ``has_land`` is ``False``, or on another time step
+            than the data's ``step_hours`` (more than 10 % apart; ``None``: not known, one frame).
         """
         if task is not None and self.task not in ("any", task):
             raise ModelMismatchError(
@@ -161,6 +167,13 @@ class Model:
                 "this model was fitted with a land-sea mask (its tasks remove a land-sea trend) but the data have "
                 "none; add the mask, e.g. ds.assign_coords(lsm=mask), use land='auto' (the bundled land fraction), "
                 "or fit a model with land='none'.")
+        unit = self.normaliser.time_unit_hours
+        if unit and step_hours and abs(np.log(step_hours / unit)) > np.log(1.1):
+            raise ModelMismatchError(
+                f"this model was fitted on data with a time step of {unit:g} h but the data step {step_hours:g} h: "
+                "its time windows and calibration do not carry over (an hourly ERA5 model covered 0.70 instead of "
+                f"0.95 on 6-hourly data). Fit a model on data with this step, resample the data to {unit:g} h "
+                "(ds.resample(time=...)), or use a shipped model (model='bsa-tnp').")
         if ("hour" in cov or "doy" in cov) and not has_time:
             raise ModelMismatchError("this model uses time-of-day/day-of-year covariates but the data have no time "
                                      "axis; fit a model on data without time.")

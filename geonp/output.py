@@ -57,6 +57,8 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
     where = crs_layout or layout
     if not _lonlat_off_axes(out, where):
         out = write_crs(out, where.crs)
+    if not where.is_grid:  # CF discrete sampling geometry: stations
+        out.attrs["featureType"] = "timeSeries" if {layout.time, "init_time"} & set(out.dims) else "point"
     out.attrs.update({
         "Conventions": "CF-1.8",
         "title": f"geonp {task} of {layout.var}",

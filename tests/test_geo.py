@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from geonp import frames, geo
-from geonp.errors import CoordinateError, CRSError, VariableNotFoundError, VariableTypeError
+from geonp.errors import CoordinateError, CRSError, TimeAxisError, VariableNotFoundError, VariableTypeError
 from geonp.normalise import Normaliser, context_spacing_km, grid_spacing_km, station_spacing_km
 from geonp.targets import describe_targets
 
@@ -315,3 +315,25 @@ def test_rotated_grid__a_pole_latitude_stored_as_text_is_named_with_its_number()
         geo.describe(ds, "tas")
     ds["rotated_pole"].attrs["grid_north_pole_latitude"] = 39.25  # the fix
     assert geo.describe(ds, "tas")[1].crs.to_cf()["grid_north_pole_latitude"] == 39.25
+
+
+@pytest.mark.parametrize("kind", ["iso strings", "integers", "periods"])
+def test_a_time_dim_that_holds_no_dates_is_refused(kind):
+    """Read as an extra dim each frame would be infilled alone (+49 % RMSE on ERA5, silently)."""
+    ds = grid(times=3)
+    times = pd.date_range("2020-01-01", periods=3, freq="h")
+    values = {"iso strings": times.strftime("%Y-%m-%dT%H:%M").values, "integers": np.arange(3),
+              "periods": times.to_period("h").values}[kind]
+    bad = ds.assign_coords(time=values)
+    with pytest.raises(TimeAxisError, match=r"'time' holds .* not dates; geonp would predict each of its steps alone"):
+        geo.describe(bad)
+    renamed = bad.rename(time="member")
+    assert geo.describe(renamed)[1].extra_dims == ("member",)
+
+
+def test_an_empty_selection_is_named():
+    ds = grid()
+    with pytest.raises(CoordinateError, match=r"no values along \['latitude'\] \(size 0\).*reverse it"):
+        geo.describe(ds.sel(latitude=slice(ds.latitude.values.max() + 1, ds.latitude.values.max() + 2)))
+    with pytest.raises(CoordinateError, match=r"no values along \['time'\]"):
+        geo.describe(ds.isel(time=slice(0, 0)))

@@ -6,13 +6,14 @@ import contextlib
 import json
 import os
 import socket
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import ConfigError, OutputExistsError
+from ..errors import ConfigError, OutputExistsError, OutputPathError
 
-__all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "is_zarr_store",
-           "write_lock"]
+__all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "check_writable",
+           "is_zarr_store", "write_lock"]
 
 LOCK_SUFFIX = ".lock"
 
@@ -61,8 +62,11 @@ def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output
     ------
     OutputExistsError
         ``path`` exists and ``overwrite`` is ``False``, or it is not a file geonp may replace.
+    OutputPathError
+        ``path`` could not be written (:func:`check_writable`).
     """
     path = Path(path).expanduser()
+    check_writable(path, what)
     if not (path.exists() or path.is_symlink()):
         return path
     if not overwrite:
@@ -75,6 +79,34 @@ def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output
             if f.read(len(magic)) != magic:
                 _refuse_replacing(path, f"a {what} file written by geonp")
     return path
+
+
+def check_writable(path: str | os.PathLike, what: str = "output") -> None:
+    """Refuse an output ``path`` that could not be written, before any work is done for it.
+
+    Its nearest existing folder must be a folder that takes new files: a scratch file is created there
+    and removed (permissions alone would miss read-only file systems, ``/proc``, or a user who may write
+    anywhere). Missing folders below it are created when the output is written.
+
+    Raises
+    ------
+    OutputPathError
+        A parent of ``path`` is a file, or the nearest existing folder takes no new files.
+    """
+    path = Path(path).expanduser()
+    folder = path.parent
+    while not (folder.exists() or folder.is_symlink()) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputPathError(f"cannot write the {what} {str(path)!r}: {str(folder)!r} is {_describe(folder)}, "
+                              "not a folder. Choose another path.")
+    try:
+        fd, scratch = tempfile.mkstemp(prefix=".geonp-write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(scratch)
+    except OSError as err:
+        raise OutputPathError(f"cannot write the {what} {str(path)!r}: the folder {str(folder)!r} takes no new "
+                              f"files ({err.strerror or err}). Choose a folder you can write to.") from None
 
 
 #: suffixes of other formats, refused as Zarr store names (a "z.nc" directory would puzzle every reader)
@@ -121,6 +153,8 @@ def check_store_path(path: str | os.PathLike, overwrite: bool,
     OutputExistsError
         ``path`` exists and ``overwrite`` is ``False`` or it is not a Zarr store; it is, holds or lies
         inside one of ``others``.
+    OutputPathError
+        ``path`` could not be written (:func:`check_writable`).
     """
     check_apart(path, others)
     suffix = Path(path).suffix.lower()
@@ -128,6 +162,7 @@ def check_store_path(path: str | os.PathLike, overwrite: bool,
         raise ConfigError(f"output path {str(path)!r} ends in {suffix!r}, but geonp writes Zarr stores; expected a "
                           "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
     path = Path(path).expanduser()
+    check_writable(path)
     if not (path.exists() or path.is_symlink()):
         return path
     if not overwrite:

@@ -37,7 +37,7 @@ import xarray as xr
 import zarr
 from tqdm.auto import tqdm
 
-from ..errors import GeonpError, VariableTypeError
+from ..errors import ConfigError, GeonpError, VariableTypeError
 from ..progress import bar_options, region_progress
 from .lock import check_store_path, write_lock
 from .zarr_prepare import attr_value, prepare
@@ -114,7 +114,8 @@ def to_zarr(
     VariableTypeError
         ``ds`` is not an xarray Dataset or DataArray.
     ConfigError
-        ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...).
+        ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...), or a variable's name holds
+        ``/`` (a group path to Zarr).
     GeonpError
         Any geonp error raised while computing ``ds`` (bad input found late). The partial store this
         call began is removed first; one left by an earlier, interrupted run is kept.
@@ -124,6 +125,10 @@ def to_zarr(
                                 "the result of ds.np.infill(...) or xr.DataArray(values, dims=...).")
     if isinstance(ds, xr.DataArray):
         ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
+    slashed = [str(n) for n in ds.variables if "/" in str(n)]
+    if slashed:
+        raise ConfigError(f"variable names {slashed} hold '/', which Zarr reads as a group path; rename them before "
+                          f"writing, e.g. ds.rename({{{slashed[0]!r}: {slashed[0].replace('/', '_')!r}}}).")
     path = check_store_path(path, overwrite, _sources(ds))
     prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")
     plan = _plan(prepared, region_dim)

@@ -1,0 +1,100 @@
+"""Inputs users bring: missing values in other forms than NaN, variables that are not the field, odd options."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import dask.array as dsa
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import geonp  # noqa: F401  registers ds.np
+from geonp import geo
+from geonp.errors import VariableNotFoundError, VariableTypeError
+
+
+def _field(frames=3, ny=12, nx=14, seed=0):
+    rng = np.random.default_rng(seed)
+    y, x = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    v = np.stack([np.sin(y / 4) + np.cos(x / 5) + 0.05 * t for t in range(frames)]).astype("float32")
+    hide = rng.random(v.shape) < 0.3
+    coords = {"time": pd.date_range("2020-01-01", periods=frames, freq="h"),
+              "lat": np.linspace(50, 53, ny), "lon": np.linspace(-5, -1, nx)}
+    return v, hide, coords
+
+
+def test_fill_values_declared_in_attributes_and_infinities_are_gaps():
+    """Data opened undecoded keep their _FillValue/missing_value in attrs: those values, and ±inf, are gaps."""
+    v, hide, coords = _field()
+    sentinel = np.where(hide, -9999.0, v).astype("float32")
+    sentinel[0, 0, 0], sentinel[1, 0, 1] = np.inf, -np.inf
+    nan = np.where(hide, np.nan, v).astype("float32")
+    nan[0, 0, 0] = nan[1, 0, 1] = np.nan
+    dims = ("time", "lat", "lon")
+    raw = xr.Dataset({"t": (dims, sentinel, {"_FillValue": -9999.0, "units": "K"})}, coords=coords)
+    ref = xr.Dataset({"t": (dims, nan, {"units": "K"})}, coords=coords)
+    ds, _ = geo.select_variable(raw, "t")
+    assert np.array_equal(np.isnan(ds.t.values), np.isnan(nan)) and "_FillValue" not in ds.t.attrs
+    got, want = raw.np.infill("t"), ref.np.infill("t")
+    np.testing.assert_array_equal(got.t_filled.values, want.t_filled.values)
+    assert np.isfinite(got.t_filled.values).all()
+    lazy = raw.assign(t=raw.t.copy(data=dsa.from_array(sentinel, chunks=(1, 12, 14))))
+    lazy.t.attrs = {"missing_value": -9999.0}
+    masked, _ = geo.select_variable(lazy, "t")
+    assert isinstance(masked.t.data, dsa.Array)  # nothing computed
+    assert int(np.isnan(masked.t.values).sum()) == int(np.isnan(nan).sum())
+
+
+def test_float_data_still_packed_are_refused():
+    v, _, coords = _field()
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), v, {"scale_factor": 0.01, "add_offset": 273.15})}, coords=coords)
+    with pytest.raises(VariableTypeError, match=r"\['add_offset', 'scale_factor'\].*still packed.*xr.decode_cf"):
+        geo.select_variable(ds, None)
+
+
+def test_only_the_field_is_a_candidate_for_var():
+    v, _, coords = _field()
+    dims = ("time", "lat", "lon")
+    flags = xr.Dataset({"mask": (dims, v > 0)}, coords=coords)
+    with pytest.raises(VariableNotFoundError, match=r"no numeric data variable to predict \(data variables: mask \(b"):
+        geo.select_variable(flags, None)
+    lat2d, lon2d = np.meshgrid(coords["lat"], coords["lon"], indexing="ij")
+    ds = xr.Dataset({"t": (dims, v), "lat2": (("lat", "lon"), lat2d), "lon": (("lon",), coords["lon"])},
+                    coords={"time": coords["time"], "lat": coords["lat"]})
+    ds = ds.rename({"lat2": "latitude"})
+    assert geo.select_variable(ds, None)[1] == "t"
+
+
+def test_chunk_sizes_must_be_whole_numbers():
+    from geonp.errors import ConfigError
+
+    v, _, coords = _field()
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), v.copy())}, coords=coords)
+    ds["t"][0, 0, 0] = np.nan
+    with pytest.raises(ConfigError, match=r"chunks\['time'\]=2.5; expected a positive whole number"):
+        ds.np.infill("t", chunks={"time": 2.5})
+
+
+def test_station_outputs_are_cf_discrete_sampling_geometries():
+    rng = np.random.default_rng(3)
+    n = 40
+    v = np.where(rng.random((3, n)) < 0.2, np.nan, rng.standard_normal((3, n)))
+    ds = xr.Dataset({"t": (("time", "station"), v)}, coords={
+        "time": pd.date_range("2020-01-01", periods=3, freq="D"), "lat": ("station", rng.uniform(38, 41, n)),
+        "lon": ("station", rng.uniform(-108, -103, n))})
+    assert ds.np.infill("t").attrs["featureType"] == "timeSeries"
+    assert ds.isel(time=0).np.infill("t").attrs["featureType"] == "point"
+
+
+def test_cli_names_targets_crs_in_its_error(tmp_path, capsys):
+    from geonp.cli import main
+
+    v, _, coords = _field()
+    v[0, 0, 0] = np.nan
+    path = tmp_path / "in.nc"
+    xr.Dataset({"t": (("time", "lat", "lon"), v)}, coords=coords).to_netcdf(path)
+    code = main(["infill", str(path), "--out", str(tmp_path / "o.zarr"), "--targets", str(path),
+                 "--targets-crs", "foo"])
+    err = capsys.readouterr().err
+    assert code == 2 and "reference system --targets-crs foo" in err and "leave --targets-crs out" in err
+    assert "--crs foo" not in err
