@@ -290,7 +290,10 @@ def warn_coarse_step(step_hours: float, monthly: bool) -> None:
 
 
 def init_indices(times: np.ndarray, init_time) -> np.ndarray:
-    """Indices of ``init_time`` (one time or several; ``None``: the last step) on the axis ``times``, in time order.
+    """Indices of ``init_time`` on the axis ``times``, in time order.
+
+    ``init_time``: one time, several, a slice of times (every step from its start to its stop, both included)
+    or ``None`` (the last step).
 
     Raises
     ------
@@ -299,6 +302,8 @@ def init_indices(times: np.ndarray, init_time) -> np.ndarray:
     """
     if init_time is None:
         return np.array([len(times) - 1])
+    if isinstance(init_time, slice):  # every step from start to stop, both included (xarray's label slicing)
+        return _slice_indices(times, init_time)
     wanted = [_as_time(w, times) for w in np.atleast_1d(np.asarray(init_time, dtype=object))]
     have, want = time_hours(times), time_hours(np.array(wanted))
     idx = np.searchsorted(have, want)
@@ -309,6 +314,21 @@ def init_indices(times: np.ndarray, init_time) -> np.ndarray:
     if len(set(idx.tolist())) != len(idx):
         raise TimeAxisError("init_time has duplicate times; pass each initial time once.")
     return np.sort(idx)  # the output's init_time axis runs forward in time, whatever order they were given in
+
+
+def _slice_indices(times: np.ndarray, window: slice) -> np.ndarray:
+    """Indices of the steps of ``times`` from ``window.start`` to ``window.stop`` (both included; ``None``: open)."""
+    if window.step is not None:
+        raise TimeAxisError(f"init_time={window!r} has a step; pass a slice of times without one, or the times "
+                            "themselves (e.g. ds.time.values[-24::6]).")
+    have = time_hours(times)
+    lo = -np.inf if window.start is None else time_hours(np.array([_as_time(window.start, times)]))[0]
+    hi = np.inf if window.stop is None else time_hours(np.array([_as_time(window.stop, times)]))[0]
+    idx = np.flatnonzero((have >= lo) & (have <= hi))
+    if len(idx) == 0:
+        raise TimeAxisError(f"init_time={window!r} holds no time step of the data ({times[0]} .. {times[-1]}); "
+                            "pick a range that overlaps them.")
+    return idx
 
 
 def _as_time(value, times: np.ndarray):

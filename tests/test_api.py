@@ -385,6 +385,12 @@ def test_forecast_contract_and_errors(small):
     assert np.isfinite(fc.t2m_mean).all() and (fc.t2m_std > 0).all()
     two = full.np.forecast("t2m", hours=1, init_time=[ds.time.values[1], ds.time.values[2]])
     assert two.sizes["init_time"] == 2
+    sliced = full.np.forecast("t2m", hours=1, init_time=slice(ds.time.values[1], ds.time.values[2]))
+    np.testing.assert_array_equal(sliced.t2m_mean.values, two.t2m_mean.values)  # both ends included
+    with pytest.raises(TimeAxisError, match="holds no time step of the data"):
+        full.np.forecast("t2m", hours=1, init_time=slice("1990-01-01", "1990-01-02"))
+    with pytest.raises(TimeAxisError, match="has a step"):
+        full.np.forecast("t2m", hours=1, init_time=slice(None, None, 2))
     with pytest.raises(TimeAxisError, match="not a positive multiple of the data's time step \\(1 h\\).*steps=2"):
         full.np.forecast("t2m", hours=1.5)
     by_steps = full.np.forecast("t2m", steps=2)  # the same leads counted in time steps
