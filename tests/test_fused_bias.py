@@ -114,3 +114,14 @@ def test_padding_in_the_same_pass_gives_the_same_mask(kernel, monkeypatch):
     with pytest.raises(ValueError, match=r"key_add must be float32 \[5\]"):
         kernel(torch.rand(4, 2), torch.rand(5, 2), -torch.rand(1), torch.rand(1), torch.tensor([0, 1]), -100.0,
                torch.empty(1, 4, 5), None, torch.zeros(4))
+
+
+def test_a_table_without_the_compiled_kernel_is_refused(monkeypatch):
+    from geonp.errors import ConfigError
+
+    bias = _sum_bias()
+    xq, xk = _space_time(1, 20, torch.Generator().manual_seed(6)), _space_time(1, 10, torch.Generator().manual_seed(7))
+    monkeypatch.setattr(RBFBias, "_kernel", lambda self, x: None)
+    with pytest.raises(ConfigError, match="needs the compiled kernel"):
+        bias.parts[0]._rbf_sum(xq, xk, bias.parts[0].active_bases(xq, xk), key_add=torch.zeros(1, 10))
+    assert bias._fused(xq, xk) is None  # the fused path is not taken without it

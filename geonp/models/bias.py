@@ -153,13 +153,14 @@ class RBFBias(ScoreMod):
         """``Σ_f a_hf exp(-b_hf d²)`` → ``[b, h, nq, nk]``, evaluated chunk by chunk (see :meth:`_chunks`).
 
         ``active[h][f]`` false skips a term (see :meth:`active_bases`); a head without terms is zero.
-        ``table``, from another bias' :meth:`lookup`, and ``key_add [b, nk]`` (padding) are added in the same
-        pass (compiled kernel only, with a table).
+        ``table`` (another bias' :meth:`lookup`) and ``key_add [b, nk]`` are added in the same pass (kernel only).
         """
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
         h = self.num_heads
         rate, weight = self.rate().detach(), self.weight.detach()
         rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
+        if (table is not None or key_add is not None) and self._kernel(xq) is None:
+            raise ConfigError("a table or key_add needs the compiled kernel (float32, CPU); add them apart instead.")
         if not rows and table is None:
             return xq.new_zeros(b, h, nq, nk)
         if whole_tiles(xq):  # GPUs: a basis at a time over the whole tile (geonp.models.whole_tile)
