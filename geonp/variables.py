@@ -29,7 +29,9 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
     VariableTypeError
         ``obj`` is not an xarray object, or the variable is not numeric.
     VariableNotFoundError
-        ``var`` is not a data variable, or it was omitted and there are several.
+        ``var`` is not a data variable, or it was omitted and there are several or none.
+    CoordinateError
+        The variable has a dim of size 0 (an empty selection).
     """
     if isinstance(obj, xr.DataArray):
         name = obj.name if obj.name is not None else (var or "value")
@@ -100,7 +102,7 @@ def _missing_as_nan(da: xr.DataArray) -> xr.DataArray:
     if not np.issubdtype(da.dtype, np.floating):
         return da
     fills = [v for k in ("_FillValue", "missing_value") for v in np.atleast_1d(da.attrs.get(k, []))
-             if np.isfinite(v)]
+             if isinstance(v, (int, float, np.number)) and np.isfinite(v)]
     ok = np.isfinite(da)
     for v in fills:
         ok = ok & (da != v)
