@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-_LAT_NAMES, _LON_NAMES = LAT_NAMES, LON_NAMES
 _X_NAMES = ("x", "easting", "projection_x_coordinate", "xc", "rlon")
 _Y_NAMES = ("y", "northing", "projection_y_coordinate", "yc", "rlat")
 
@@ -116,7 +115,7 @@ def _is_lat(name: Hashable, c: xr.DataArray) -> bool:
     return (
         _attr(c, "standard_name") == "latitude"
         or _attr(c, "units") in ("degrees_north", "degree_north", "degrees_n", "degree_n")
-        or str(name).lower() in _LAT_NAMES
+        or str(name).lower() in LAT_NAMES
     )
 
 
@@ -124,7 +123,7 @@ def _is_lon(name: Hashable, c: xr.DataArray) -> bool:
     return (
         _attr(c, "standard_name") == "longitude"
         or _attr(c, "units") in ("degrees_east", "degree_east", "degrees_e", "degree_e")
-        or str(name).lower() in _LON_NAMES
+        or str(name).lower() in LON_NAMES
     )
 
 
@@ -230,8 +229,8 @@ def describe(
         _refuse_time_not_dates(ds, da)
     space_candidates = dims - {time}
 
-    lat = _find(ds, space_candidates, _is_lat, _LAT_NAMES)
-    lon = _find(ds, space_candidates, _is_lon, _LON_NAMES)
+    lat = _find(ds, space_candidates, _is_lat, LAT_NAMES)
+    lon = _find(ds, space_candidates, _is_lon, LON_NAMES)
     if lat and lon and not ({*ds[lat].dims, *ds[lon].dims} & space_candidates):
         lat = lon = None
     scale, plain = (1.0, 1.0), True

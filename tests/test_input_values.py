@@ -59,9 +59,10 @@ def test_only_the_field_is_a_candidate_for_var():
     with pytest.raises(VariableNotFoundError, match=r"no numeric data variable to predict \(data variables: mask \(b"):
         geo.select_variable(flags, None)
     lat2d, lon2d = np.meshgrid(coords["lat"], coords["lon"], indexing="ij")
-    ds = xr.Dataset({"t": (dims, v), "lat2": (("lat", "lon"), lat2d), "lon": (("lon",), coords["lon"])},
-                    coords={"time": coords["time"], "lat": coords["lat"]})
-    ds = ds.rename({"lat2": "latitude"})
+    # 2-D latitude/longitude held as data variables (as some curvilinear files do): not candidates
+    ds = xr.Dataset({"t": (dims, v), "latitude": (("lat", "lon"), lat2d), "longitude": (("lat", "lon"), lon2d)},
+                    coords=coords)
+    assert sorted(ds.data_vars) == ["latitude", "longitude", "t"]
     assert geo.select_variable(ds, None)[1] == "t"
 
 

@@ -20,7 +20,7 @@ from ..errors import ConfigError, UnknownOptionError
 from . import whole_tile
 from .distances import great_circle_sqdist, pairwise_sqdist, unit_vectors
 from .native import rbf_bias_kernel
-from .score import LOG2E, MIN_EXPONENT, ScoreMod, key_padding
+from .score import LOG2E, MIN_EXPONENT, ScoreMod, add_padding, key_padding
 from .whole_tile import whole_tiles
 
 __all__ = ["RBFBias", "SumBias", "pairwise_sqdist", "great_circle_sqdist", "METRICS"]
@@ -158,23 +158,20 @@ class RBFBias(ScoreMod):
         b, nq, nk = xq.shape[0], xq.shape[1], xk.shape[1]
         h = self.num_heads
         rate, weight = self.rate().detach(), self.weight.detach()
-        rows = [(i, f) for i in range(h) for f in range(self.num_bases) if active[i][f]]
+        on = torch.tensor(active, device=rate.device)  # [h, F]: the active terms
+        n_terms = int(on.sum())
         if (table is not None or key_add is not None) and self._kernel(xq) is None:
             raise ConfigError("a table or key_add needs the compiled kernel (float32, CPU); add them apart instead.")
-        if not rows and table is None:
+        if not n_terms and table is None:
             return xq.new_zeros(b, h, nq, nk)
         if whole_tiles(xq):  # GPUs: a basis at a time over the whole tile (geonp.models.whole_tile)
-            on = torch.tensor(active, device=xq.device)
             return whole_tile.rbf_sum(self.sqdist(xq, xk)[:, None], torch.where(on, -LOG2E * rate, 0.0).to(xq.dtype),
                                       torch.where(on, weight, 0.0).to(xq.dtype), LOG2E * MIN_EXPONENT)
         out = xq.new_empty(b, h, nq, nk)
-        # the active terms, ordered by head: head i owns terms starts[i]:starts[i + 1]
-        on = torch.tensor(active, device=rate.device)  # the active terms, ordered by head (row-major)
+        # the active terms, ordered by head (row-major): head i owns terms starts[i]:starts[i + 1]
         neg_rate = (-LOG2E * rate)[on].to(xq.dtype)  # base 2: see LOG2E
         term_weight = weight[on].to(xq.dtype)
-        starts = [0]
-        for i in range(h):
-            starts.append(starts[-1] + sum(1 for i2, _ in rows if i2 == i))
+        starts = [0, *on.sum(1).cumsum(0).tolist()]
         kernel = self._kernel(xq)
         if kernel is not None:
             cols, head_start = list(self.columns), torch.tensor(starts)
@@ -187,8 +184,8 @@ class RBFBias(ScoreMod):
         for j, r0, r1, d2 in self._chunks(xq, xk):
             n = d2.shape[1]
             if terms is None:
-                terms = xq.new_empty(len(rows) * n)
-            x = terms[: len(rows) * n].view(len(rows), n)
+                terms = xq.new_empty(n_terms * n)
+            x = terms[: n_terms * n].view(n_terms, n)
             torch.mul(d2, neg_rate[:, None], out=x).clamp_(min=LOG2E * MIN_EXPONENT).exp2_()
             dest = out[j, :, r0:r1].view(h, n)  # [h, n] rows of the output, written in place
             # one product per head: a single [h, terms] product would spend 3/4 of its work on the zeros
@@ -342,8 +339,18 @@ class SumBias(ScoreMod):
     @torch.no_grad()
     def fast_bias(self, xq: Tensor, xk: Tensor) -> Tensor | None:
         fused = self._fused(xq, xk)
-        if fused is not None:
-            return fused
+        return fused if fused is not None else self._parts_sum(xq, xk)
+
+    @torch.no_grad()
+    def fast_mask(self, xq: Tensor, xk: Tensor, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        pad = key_padding(key_mask, dtype) if key_mask is not None and dtype == torch.float32 else None
+        fused = self._fused(xq, xk, pad)  # the padding too in the fused pass
+        if fused is None:
+            return add_padding(self._parts_sum(xq, xk), key_mask, dtype)
+        return fused if pad is not None else add_padding(fused, key_mask, dtype)
+
+    def _parts_sum(self, xq: Tensor, xk: Tensor) -> Tensor | None:
+        """Each part's fast bias, added (``None``: every part is zero on the tile)."""
         parts = [p for p in (part.fast_bias(xq, xk) for part in self.parts) if p is not None]
         if not parts:
             return None
@@ -354,14 +361,6 @@ class SumBias(ScoreMod):
             if i != (first if first is not None else 0):
                 out.add_(p)
         return out
-
-    @torch.no_grad()
-    def fast_mask(self, xq: Tensor, xk: Tensor, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        if key_mask is not None and dtype == torch.float32:  # the padding too in the fused pass
-            fused = self._fused(xq, xk, key_padding(key_mask, dtype))
-            if fused is not None:
-                return fused
-        return super().fast_mask(xq, xk, key_mask, dtype)
 
     def _fused(self, xq: Tensor, xk: Tensor, key_add: Tensor | None = None) -> Tensor | None:
         """BSA-TNP's space sum and time table (:meth:`RBFBias.lookup`) in one kernel pass per task, or ``None``.

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ScoreMod", "MASKED", "MIN_EXPONENT", "LOG2E", "add_padding"]
+__all__ = ["ScoreMod", "MASKED", "MIN_EXPONENT", "LOG2E", "add_padding", "key_padding"]
 
 #: logit given to padded keys: finite, so an all-padding tile yields weights of exactly zero, never NaN
 MASKED = -1e30
