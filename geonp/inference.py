@@ -147,8 +147,9 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None) -> 
     empty = sum(len(places[i]) for i, t in enumerate(tasks) if t is None)
     if empty:
         warn_user(
-            f"{empty} of {n_out} frames of a block have no observation within their window "
-            f"({n_tgt} points each; targets far from all the data get none): their mean and std are NaN. Widen "
+            # one text for every block, so that Python shows it once rather than once per block
+            "Some frames have no observation within their window (targets far from all the data get none): "
+            "their mean and std are NaN. Widen "
             "time_window= (or context_frames=), or halo= or tile= (a small tile inside a large gap sees no data), "
             "to predict them.", NoContextWarning)
     preds = preds_of([tasks[i] for i in real])

@@ -791,6 +791,16 @@ def test_a_frame_without_context_is_nan_with_a_warning():
         assert np.isfinite(ds.np.infill("t2m", model="te-pt-tnp", time_window=1).t2m_mean).all()
 
 
+def test_a_frame_without_context_warns_once_not_once_per_block():
+    ds, _ = field(nlat=12, nlon=12, times=3)
+    ds["t2m"][2] = np.nan
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("default")  # Python's own: once per text and place
+        out = ds.np.infill("t2m", time_window=0, chunks={"latitude": 4, "longitude": 4}, calibrate=False).compute()
+    assert np.isnan(out.t2m_mean[2]).all()  # 9 blocks, each with a frame without context
+    assert sum(issubclass(w.category, geonp.NoContextWarning) for w in rec) == 1
+
+
 def test_monthly_forecast_is_regular_enough():
     st = stations(times=14)  # month starts: steps of 28 to 31 days count as one frame each
     step = float(np.median(np.diff(st.time.values).astype("timedelta64[h]").astype(float)))
