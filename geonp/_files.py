@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .errors import CheckpointError, CheckpointNotFoundError
 
-_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+MODEL_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 logger = logging.getLogger("geonp.checkpoint")
 _PLAIN = (type(None), bool, int, float, str, Tensor, torch.dtype, torch.Size)
 
@@ -77,15 +77,15 @@ def check_archive(path: Path) -> None:
             "(a data store such as a .zarr directory is an input, not a model)."
         )
     with open(path, "rb") as f:
-        head = f.read(len(_ZIP_MAGIC))
+        head = f.read(len(MODEL_MAGIC))
     if not head:
         raise CheckpointError(
             f"{path} is empty (0 bytes); expected a geonp checkpoint. Its write was interrupted: save it again."
         )
-    if head != _ZIP_MAGIC:
+    if head != MODEL_MAGIC:
         raise CheckpointError(
             f"{path} is not a geonp checkpoint: it is not a torch zip archive (it starts with {head!r}, expected "
-            f"{_ZIP_MAGIC!r}). Write checkpoints with geonp.checkpoint.save_model."
+            f"{MODEL_MAGIC!r}). Write checkpoints with geonp.checkpoint.save_model."
         )
     try:
         with zipfile.ZipFile(path) as archive:

@@ -44,14 +44,14 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
     lies inside the input or the ``--targets`` file; ``--overwrite`` replaces only a Zarr store (``store=False``: a
     model file written by geonp); a store named like another format.
     """
-    from ._files import _ZIP_MAGIC
+    from ._files import MODEL_MAGIC
     from .io.lock import check_apart, check_new_path, check_store_path
 
     others = [("the input", args.input), ("the --targets file", getattr(args, "targets", None))]
     if store:
         return check_store_path(path, args.overwrite, others)
     check_apart(path, others)
-    return check_new_path(path, args.overwrite, "model", magic=_ZIP_MAGIC)
+    return check_new_path(path, args.overwrite, "model", magic=MODEL_MAGIC)
 
 
 def _open(args: argparse.Namespace, chunks):

@@ -118,10 +118,10 @@ class Model:
         OutputPathError
             ``path`` could not be written (its folder is a file, or takes no new files).
         """
-        from ._files import _ZIP_MAGIC
+        from ._files import MODEL_MAGIC
         from .io.lock import check_new_path
 
-        target = check_new_path(path, overwrite, "model", magic=_ZIP_MAGIC)  # overwrite replaces only a model file
+        target = check_new_path(path, overwrite, "model", magic=MODEL_MAGIC)  # overwrite replaces only a model file
         return save_model(self.net, target, metadata={"geonp_model": self.to_dict(), "training": self.metadata})
 
     @classmethod

@@ -52,6 +52,11 @@ def _refuse_replacing(path: Path, what: str, detail: str = "") -> None:
                             "to go, or choose another path.")
 
 
+def _refuse_existing(path: Path, what: str) -> None:
+    raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
+                            "(CLI: --overwrite) or choose another path")
+
+
 def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output", magic: bytes | None = None) -> Path:
     """``path`` as a :class:`~pathlib.Path`, refused where it exists (a link too) unless ``overwrite``.
 
@@ -70,8 +75,7 @@ def check_new_path(path: str | os.PathLike, overwrite: bool, what: str = "output
     if not (path.exists() or path.is_symlink()):
         return path
     if not overwrite:
-        raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
-                                "(CLI: --overwrite) or choose another path")
+        _refuse_existing(path, what)
     if not path.is_file():
         _refuse_replacing(path, f"a {what} file")
     if magic is not None:
@@ -166,7 +170,7 @@ def check_store_path(path: str | os.PathLike, overwrite: bool,
     if not (path.exists() or path.is_symlink()):
         return path
     if not overwrite:
-        return check_new_path(path, overwrite)
+        _refuse_existing(path, "output")
     if not is_zarr_store(path):
         _refuse_replacing(path, "a Zarr store", f" (a directory holding {', '.join(ZARR_MARKERS)})")
     return path
