@@ -189,6 +189,34 @@ def test_te_attention__inference_is_tiled_and_equals_the_one_tile_training_path(
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_te_attention__one_key_tile_inference_evaluates_rho_once_with_the_same_bits(dtype, monkeypatch):
+    """With one key tile, inference takes attention and eq. 10 from one ρ pass: the two-pass result, bit for bit."""
+    layer = _layer().to(dtype)
+    layer.tile_elements = 2 * 3 * 9 * 16  # query tiles of 3 rows, one key tile of all 9 keys
+    g = torch.Generator().manual_seed(7)
+    zq, zk = (torch.randn(2, n, 16, generator=g, dtype=dtype) for n in (8, 9))
+    xq, xk = (torch.randn(2, n, 2, generator=g, dtype=dtype) for n in (8, 9))
+    mask = torch.ones(2, 9, dtype=torch.bool)
+    mask[0, 6:] = False
+    calls = []
+    rho = layer.score.forward
+    monkeypatch.setattr(layer.score, "forward", lambda *a: calls.append(1) or rho(*a))
+    with torch.no_grad():
+        assert layer.tiles(2, 8, 9) == (3, 9)
+        kv = layer.attn.keys_values(zk)
+        one = layer(zq, kv, xq, xk, mask)
+        assert len(calls) == 3  # one ρ pass per query tile (the two passes took 6)
+        monkeypatch.setattr(TEAttention, "_one_pass", staticmethod(lambda *a: False))
+        two = layer(zq, kv, xq, xk, mask)
+        assert len(calls) == 9
+    for a, b in zip(one, two):
+        assert torch.equal(a, b)
+    dense = _dense_reference(layer, zq, zk, xq, xk, mask)
+    for a, b in zip(one, dense):
+        torch.testing.assert_close(a, b.detach())
+
+
 def test_te_attention__location_update_is_translation_equivariant():
     """Shifting query and key locations shifts the updated locations by exactly the shift; tokens are unchanged."""
     layer = _layer()
