@@ -82,7 +82,9 @@ class Normaliser:
     time_unit_hours : float or None
         Hours per model unit of time; ``None`` means "the data's own time step".
     value_std_floor : float
-        Smallest standard deviation used to standardise a task's values (data units).
+        Smallest standard deviation used to standardise a task's values (data units); with
+        ``1e-6 |mean|`` of the task's values, whichever is larger. Set for each run to a thousandth of
+        the observed values' spread (``geonp.planning``), so that it scales with the data's units.
     small_context_scale : float
         Standard deviation (data units) that standardises a task with fewer than
         :data:`SMALL_CONTEXT` context values when it is larger than theirs: the spread of one to
@@ -356,10 +358,11 @@ class Normaliser:
             return 0.0, 1.0
         shift = float(yc.mean())
         scale = float(yc.std()) if yc.size > 1 else 0.0
-        floor = max(self.value_std_floor, 1e-6 * max(abs(shift), 1.0))
+        floor = max(self.value_std_floor, 1e-6 * abs(shift))  # float32 keeps about 7 digits of the values
         if yc.size < SMALL_CONTEXT:
             floor = max(floor, self.small_context_scale)
-        return shift, max(scale, floor)
+        scale = max(scale, floor)
+        return shift, scale if scale > 0 else 1.0  # all zeros: any scale standardises them
 
     def covariate_columns(
         self, elevation_m: np.ndarray | None, lon_deg: np.ndarray, hours: np.ndarray

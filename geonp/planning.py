@@ -40,7 +40,10 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
                           "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
                           "coordinates.")
     # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
-    # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise)
-    norm = replace(model.normaliser, small_context_scale=spread)
+    # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise),
+    # and no task's scale falls below a thousandth of it: a floor in the data's own units, whatever they are
+    # (an absolute 1e-6 made methane mole fractions, spread 1e-8, infill 12 times worse than linear interpolation)
+    floor = 1e-3 * spread if spread > 0 else model.normaliser.value_std_floor
+    norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor)
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
     return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs

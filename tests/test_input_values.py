@@ -99,3 +99,23 @@ def test_cli_names_targets_crs_in_its_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "reference system --targets-crs foo" in err and "leave --targets-crs out" in err
     assert "--crs foo" not in err
+
+
+@pytest.mark.parametrize("calibrate", [False, True])
+def test_results_scale_with_the_values_however_small(calibrate):
+    """A field in units that make it tiny (a trace gas mole fraction, 1e-9) is infilled as the same field in K.
+
+    An absolute floor of 1e-6 on each task's scale made a field of spread 1e-9 infill 12 times worse than
+    linear interpolation; the floor is now a thousandth of the data's own spread.
+    """
+    v, hide, coords = _field(frames=6)
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), np.where(hide, np.nan, v - 1.0))}, coords=coords)
+    ref = ds.np.infill("t", calibrate=calibrate)
+    for s in (1e-9, 1e6):
+        got = (ds * s).np.infill("t", calibrate=calibrate)
+        np.testing.assert_allclose(got.t_mean.values / s, ref.t_mean.values, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got.t_std.values / s, ref.t_std.values, rtol=1e-3)
+    fc_ref = ds.np.forecast("t", hours=2, calibrate=False)
+    fc = (ds * 1e-9).np.forecast("t", hours=2, calibrate=False)
+    np.testing.assert_allclose(fc.t_mean.values / 1e-9, fc_ref.t_mean.values, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(fc.t_std.values / 1e-9, fc_ref.t_std.values, rtol=1e-3)
