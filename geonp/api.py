@@ -84,7 +84,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
                        has_land=layout.land is not None, step_hours=_step_hours(ds, layout))
     lazy = ds[layout.var].chunks is not None or chunks is not None
-    target = describe_targets(targets, crs, land) if targets is not None else None
+    target = describe_targets(targets, crs, land, elevation=layout.elevation) if targets is not None else None
     chunk_map = chunk_sizes(chunks, layout, ds, None if target is None else target[1].space_dims)
     if target is not None and "elevation" in m.normaliser.covariates and target[1].elevation is None:
         raise ModelMismatchError("this model uses elevation as a covariate but targets= has none; add an elevation "

@@ -25,7 +25,7 @@ from . import timeaxis
 from .coordinates import check_coordinates
 from .errors import CoordinateError, CRSError, TimeAxisError
 from .io.crs import check_grid_mapping, missing_crs_detail
-from .surface import elevation_name, find_elevation, land_name
+from .surface import elevation_name, find_elevation, land_name, static_elevation
 from .variables import LAT_NAMES, LON_NAMES, select_variable
 
 __all__ = [
@@ -273,6 +273,7 @@ def describe(
         raise CoordinateError(f"coordinates {x!r}/{y!r} span dims {space_dims}; expected one station dim or two grid "
                               "dims of the variable.")
     extra = tuple(str(d) for d in da.dims if d not in space_dims and d != time)
+    ds = static_elevation(ds, set(space_dims), {time, *extra} - {None}, elevation, var)  # one per point
     elev = elevation_name(ds, set(space_dims), elevation, var)
     mask = land_name(ds, set(space_dims), time, land, var)
     layout = Layout(var, tuple(map(str, space_dims)), x, y, geographic, wkt, time, extra, elev, mask, scale, plain)

@@ -50,7 +50,7 @@ def prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout,
         raise VariableNotFoundError(f"covariate {elev_name!r} is not a variable or coordinate of the dataset; "
                                     f"expected one of {sorted(map(str, ds.variables))} or 'hour'/'doy'.")
     ds, layout = geo.describe(ds, name, crs=crs, elevation=elev_name, land=land)
-    if elev_da is not None and set(elev_da.dims) != set(layout.space_dims):
+    if elev_da is not None and set(ds[elev_name].dims) != set(layout.space_dims):
         raise CoordinateError(f"covariates= elevation has dims {list(elev_da.dims)}; expected the space dims of "
                               f"{name!r}, {list(layout.space_dims)}. Pass a DEM on the data's own grid or stations "
                               "(e.g. dem.interp_like(ds)).")

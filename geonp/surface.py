@@ -22,12 +22,13 @@ from .coastline import footprint_land_fraction, grid_land_fraction, grid_steps, 
 from .errors import ConfigError, CoordinateError, VariableNotFoundError
 from .trend import smooth_grid
 
-__all__ = ["elevation_name", "find_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0", "COASTLINE",
-           "LAND_OPTIONS"]
+__all__ = ["elevation_name", "find_elevation", "static_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0",
+           "COASTLINE", "LAND_OPTIONS"]
 
 #: the heights an elevation may take (m): the Dead Sea shore to Everest, with a margin
 MIN_ELEVATION_M, MAX_ELEVATION_M = -500.0, 9000.0
-ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev", "surface_altitude", "hgt", "z")
+ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev", "surface_altitude", "hgt", "z",
+                   "dem", "topography", "topo")
 ELEVATION_STANDARD_NAMES = ("surface_altitude", "height_above_mean_sea_level", "altitude", "height_above_sea_level")
 _GEOPOTENTIAL_NAMES = ("surface_geopotential", "geopotential_at_surface")
 G0 = 9.80665
@@ -192,6 +193,47 @@ def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None, var: str |
     if found is not None:
         elevation_factor(found, ds[found])  # refuse latitude, temperature, ... before any computation
     return found
+
+
+def static_elevation(ds: xr.Dataset, space_dims: set, other_dims: set, name: str | None,
+                     var: str | None = None) -> xr.Dataset:
+    """``ds`` with an elevation repeated along time (or another dim of the data) reduced to the space dims.
+
+    ERA5's surface geopotential downloaded beside t2m has a time dim, and stations read from a long
+    table (``df.set_index(["time", "station"]).to_xarray()``) get their elevation on ``(time, station)``,
+    NaN where a station has no row. Each point takes its value along those dims (NaN only where it has
+    none). The elevation is ``name`` when given, else every variable or coordinate named like one
+    (:func:`elevation_name` then chooses); ``var`` is never one. Reading it for the check costs one
+    pass over the elevation.
+
+    Raises
+    ------
+    CoordinateError
+        The elevation changes along those dims (it is not one elevation per point).
+    """
+    if name is not None:
+        keys = [name] if name in ds.variables and name != var else []
+    else:
+        names, standard = ELEVATION_NAMES + _GEOPOTENTIAL_NAMES, ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES
+        keys = [str(k) for k, v in list(ds.coords.items()) + list(ds.data_vars.items())
+                if str(k) != var and (str(k).lower() in names or _attr(v, "standard_name") in standard)]
+    for key in keys:
+        v = ds[key]
+        along = [d for d in v.dims if d not in space_dims]
+        if not along or not set(v.dims) & space_dims or not set(along) <= other_dims or not _is_numeric_or_bool(v):
+            continue
+        with xr.set_options(keep_attrs=True):
+            lo, hi = v.min(along, skipna=True), v.max(along, skipna=True)
+        lo_v, hi_v = np.asarray(lo.values, dtype=np.float64), np.asarray(hi.values, dtype=np.float64)
+        both = np.isfinite(lo_v) & np.isfinite(hi_v)
+        spread = np.abs(hi_v - lo_v)[both]
+        if spread.size and spread.max() > 1e-4 * max(float(np.abs(hi_v[both]).max()), 1.0):
+            raise CoordinateError(
+                f"elevation {key!r} has dims {v.dims} and changes along {along} (by up to {spread.max():g}); "
+                "expected one elevation per point, on the space dims. Select the one to use, e.g. "
+                f"ds[{key!r}].isel({along[0]}=0), or drop it (ds.drop_vars({key!r})).")
+        ds = ds.drop_vars(key).assign_coords({key: hi.reset_coords(drop=True)})
+    return ds
 
 
 def _check_named_elevation(ds: xr.Dataset, space_dims: set, name: str, var: str | None) -> None:

@@ -15,8 +15,13 @@ from .surface import ELEVATION_NAMES, ELEVATION_STANDARD_NAMES, LAND_OPTIONS
 __all__ = ["describe_targets"]
 
 
-def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tuple[xr.Dataset, Layout]:
+def describe_targets(targets, crs=None, land: str | bool | None = "data",
+                     elevation: str | None = None) -> tuple[xr.Dataset, Layout]:
     """Coordinates to predict at, from a Dataset/DataArray (data values ignored; ``land`` as in :func:`describe`).
+
+    ``elevation`` is the data's elevation name: a variable or coordinate of that name in ``targets``
+    is their elevation too (``covariates="dem"`` with a ``dem`` on both); otherwise one is found by
+    name or standard name, as in the data.
 
     The targets' own CRS (a ``spatial_ref``/``crs`` coordinate, e.g. from ``targets.rio.write_crs(...)``
     or :func:`geonp.io.write_crs`) wins; ``crs`` (the data's) is used for projected x/y targets that
@@ -34,11 +39,12 @@ def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tup
     if not isinstance(targets, xr.Dataset):
         raise VariableTypeError(f"targets= got a {type(targets).__name__}; expected an xarray Dataset or DataArray "
                                 "whose coordinates are the points to predict at.")
-    tds = _target_points(targets)
+    tds = _target_points(targets, elevation)
     if isinstance(land, str) and land not in LAND_OPTIONS and land not in tds.variables:
         land = "data"  # the source's mask by name: the targets' own mask, if they have one
     try:
-        _, layout = describe(tds, "__target__", crs=_target_crs(tds, crs), land=land)
+        named = elevation if elevation is not None and elevation in tds.coords else None
+        _, layout = describe(tds, "__target__", crs=_target_crs(tds, crs), land=land, elevation=named)
     except GeonpError as exc:  # the messages name the variable: here, the targets
         if "'__target__'" not in str(exc):
             raise
@@ -49,17 +55,18 @@ def describe_targets(targets, crs=None, land: str | bool | None = "data") -> tup
     return tds, layout
 
 
-def _target_points(targets: xr.Dataset) -> xr.Dataset:
+def _target_points(targets: xr.Dataset, elevation: str | None = None) -> xr.Dataset:
     """The targets' coordinates (and CRS) with a ``__target__`` variable of zeros on their space dims.
 
-    A data variable that is an elevation by name or standard name (a DEM opened from a GeoTIFF) is
-    kept as a coordinate: it is the targets' elevation. The space dims follow the order of the
-    targets' data variables (a raster's ``(y, x)``), not of their coordinates.
+    A data variable that is an elevation by name (``elevation``, the data's, or one of
+    :data:`~geonp.surface.ELEVATION_NAMES`) or standard name (a DEM opened from a GeoTIFF) is kept
+    as a coordinate: it is the targets' elevation. The space dims follow the order of the targets'
+    data variables (a raster's ``(y, x)``), not of their coordinates.
     """
     coords = xr.Dataset(coords={k: v for k, v in targets.coords.items()})
     for name, v in targets.data_vars.items():
         if v.ndim >= 1 and name not in coords.coords and (
-                str(name).lower() in ELEVATION_NAMES
+                name == elevation or str(name).lower() in ELEVATION_NAMES
                 or str(v.attrs.get("standard_name", "")).lower() in ELEVATION_STANDARD_NAMES):
             coords = coords.assign_coords({name: v.variable})
     ref = None

@@ -52,3 +52,35 @@ def test_calibrated_std_keeps_growing_far_beyond_the_calibrated_gaps():
     raw = st.np.infill("tmax", targets=far, calibrate=False).tmax_std.values[0]
     assert np.all(cal[2:] >= raw[2:] - 1e-6)  # the two farthest, 2-3 station spacings beyond the network
     assert cal[3] > cal[0]  # the std grows from among the stations to far beyond them
+
+
+def test_an_elevation_repeated_in_time_is_one_per_station():
+    """An elevation on (time, station), as a long table's to_xarray() gives it (NaN where a station has no row).
+
+    It was silently ignored: Colorado summer 1990, 3.188 against 1.213 °C with the elevation on the stations.
+    """
+    from geonp.errors import CoordinateError
+
+    st = stations()
+    ref = st.np.infill("tmax")
+    rows = st.elevation.expand_dims(time=st.time).copy()
+    rows[0, 3] = np.nan  # a station without a row at the first time
+    long = st.drop_vars("elevation").assign(elevation=rows)  # a data variable on (time, station)
+    for kwargs in ({}, {"covariates": "elevation"}):
+        np.testing.assert_allclose(long.np.infill("tmax", **kwargs).tmax_mean.values, ref.tmax_mean.values, atol=1e-5)
+    np.testing.assert_allclose(st.drop_vars("elevation").np.infill("tmax", covariates=rows).tmax_mean.values,
+                               ref.tmax_mean.values, atol=1e-5)
+    moving = long.assign(elevation=rows + 100.0 * np.arange(st.sizes["time"])[:, None])
+    with pytest.raises(CoordinateError, match=r"'elevation' has dims \('time', 'station'\) and changes along"):
+        moving.np.infill("tmax")
+
+
+def test_targets_take_the_elevation_by_the_data_name_and_a_dem_variable_is_one():
+    """covariates="hoehe" on the data finds 'hoehe' on targets= too; a variable named 'dem' is an elevation."""
+    st = stations()
+    dem = _dem_targets(lambda lat, lon: 1500.0 + 300.0 * np.add.outer(lat - 38.5, lon + 107.5))
+    ref = st.np.infill("tmax", targets=dem).tmax_mean.values
+    own = st.rename(elevation="hoehe").np.infill("tmax", covariates="hoehe", targets=dem.rename(elevation="hoehe"))
+    np.testing.assert_allclose(own.tmax_mean.values, ref, atol=1e-5)
+    tif = st.rename(elevation="dem").np.infill("tmax", targets=dem.rename(elevation="dem"))  # a GeoTIFF "dem.tif"
+    np.testing.assert_allclose(tif.tmax_mean.values, ref, atol=1e-5)
