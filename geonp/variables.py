@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .errors import CoordinateError, VariableNotFoundError, VariableTypeError
@@ -34,11 +35,11 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
         The variable has a dim of size 0 (an empty selection).
     """
     if isinstance(obj, xr.DataArray):
-        name = obj.name if obj.name is not None else (var or "value")
+        name = str(obj.name) if obj.name is not None else (var or "value")  # outputs are named "{name}_mean"
         if var is not None and var != name:
             raise VariableNotFoundError(f"variable {var!r} requested but the DataArray is named {name!r}; "
                                         "omit var= or pass the Dataset that holds it.")
-        ds = obj.to_dataset(name=name)
+        ds = obj.rename(name).to_dataset()
         var = name
     elif isinstance(obj, xr.Dataset):
         ds = obj
@@ -89,7 +90,21 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
         raise VariableTypeError(f"variable {var!r} has {packing} in its attributes: its values are still packed "
                                 "(not decoded). Decode it first: xr.decode_cf(ds), or open the file without "
                                 "mask_and_scale=False.")
-    return ds.assign({var: _missing_as_nan(ds[var])}), str(var)
+    return _naive_utc_times(ds.assign({var: _missing_as_nan(ds[var])})), str(var)
+
+
+def _naive_utc_times(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with time-zone-aware coordinates (``datetime64[ns, UTC]``, pandas') as UTC without a zone.
+
+    ``pd.to_datetime(..., utc=True)`` then ``to_xarray()`` gives them; geonp's times are UTC, as the
+    station CSV reader makes them.
+    """
+    aware = {k: c for k, c in ds.coords.items() if isinstance(c.dtype, pd.DatetimeTZDtype)}
+    if not aware:
+        return ds
+    fixed = {k: (c.dims, pd.DatetimeIndex(c.variable.to_index()).tz_convert(None).to_numpy("datetime64[ns]"), c.attrs)
+             for k, c in aware.items() if c.ndim == 1}  # pandas holds them as an index: one dim
+    return ds.assign_coords(fixed)
 
 
 def _missing_as_nan(da: xr.DataArray) -> xr.DataArray:

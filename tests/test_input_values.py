@@ -119,3 +119,28 @@ def test_results_scale_with_the_values_however_small(calibrate):
     fc = (ds * 1e-9).np.forecast("t", hours=2, calibrate=False)
     np.testing.assert_allclose(fc.t_mean.values / 1e-9, fc_ref.t_mean.values, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(fc.t_std.values / 1e-9, fc_ref.t_std.values, rtol=1e-3)
+
+
+def test_time_zone_aware_times_are_read_as_utc():
+    """datetime64[ns, tz] times (pd.to_datetime(..., utc=True) then to_xarray()) are UTC instants.
+
+    They were a raw TypeError from dask (with ERA5's valid_time beside them) or a TimeAxisError saying
+    they were not dates.
+    """
+    v, hide, coords = _field(frames=4)
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), np.where(hide, np.nan, v))}, coords=coords)
+    ds = ds.assign_coords(valid_time=("time", coords["time"]))
+    berlin = pd.DatetimeIndex(coords["time"]).tz_localize("UTC").tz_convert("Europe/Berlin")
+    aware = ds.assign_coords(time=berlin, valid_time=("time", berlin))
+    assert isinstance(aware.time.dtype, pd.DatetimeTZDtype)
+    got, want = aware.np.infill("t"), ds.np.infill("t")
+    np.testing.assert_array_equal(got.time.values, want.time.values)  # UTC, without a zone
+    np.testing.assert_array_equal(got.t_mean.values, want.t_mean.values)
+    fc = aware.np.forecast("t", hours=1)
+    np.testing.assert_array_equal(fc.t_mean.values, ds.np.forecast("t", hours=1).t_mean.values)
+
+
+def test_a_dataarray_named_by_a_number_is_named_by_its_string():
+    v, hide, coords = _field()
+    da = xr.DataArray(np.where(hide, np.nan, v), dims=("time", "lat", "lon"), coords=coords, name=5)
+    assert list(da.np.infill().data_vars) == ["5_mean", "5_std", "5_filled"]
