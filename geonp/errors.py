@@ -128,6 +128,10 @@ class FarFromDataWarning(UserWarning):
     """Some targets lie farther from the data than the weights have seen; their std was raised to the prior's."""
 
 
+class SparseDataWarning(UserWarning):
+    """So few points are observed per frame that the intervals cannot be trusted (likely far too narrow)."""
+
+
 class MissingCovariateWarning(UserWarning):
     """The data have a covariate (an elevation) that ``targets=`` lacks, so predictions there leave it out."""
 

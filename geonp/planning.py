@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -9,12 +10,15 @@ import xarray as xr
 
 from . import geo
 from .chunked import Problem, build_problem, observed_stats
-from .errors import NoDataError
+from .errors import NoDataError, SparseDataWarning, warn_user
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["plan_problem"]
+__all__ = ["plan_problem", "SPARSE_POINTS"]
+
+#: fewer observed points per frame than this (on average) get a :class:`~geonp.errors.SparseDataWarning`
+SPARSE_POINTS = 10
 
 
 def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None,
@@ -39,6 +43,14 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
         raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
                           "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
                           "coordinates.")
+    points = math.prod(ds.sizes[d] for d in layout.space_dims)
+    per_frame = n_obs / max(n_all / points * share, 1.0)  # frames (and members, levels) with data
+    if per_frame < SPARSE_POINTS and not part:
+        warn_user(f"{layout.var!r} has {per_frame:.3g} observed points per frame on average (fewer than "
+                  f"{SPARSE_POINTS}): geonp measures distances in the spacing of the observations and takes the "
+                  "field's spread from their values, which so few points cannot show, so the std is likely far "
+                  "too small (two observed corners of an ERA5 grid: coverage 0.11). Treat the intervals as "
+                  "unreliable, or add observations.", SparseDataWarning)
     # shipped weights take the spacing of the observations as their space unit; fitted models keep theirs
     # tasks with a handful of context values take the data's spread as their scale (Normaliser.standardise),
     # and no task's scale falls below a thousandth of it: a floor in the data's own units, whatever they are

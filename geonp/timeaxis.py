@@ -144,10 +144,14 @@ def lead_count(hours, steps, step: float) -> int:
                           f"number of lead times, each one time step of {step:g} h); got "
                           f"{'both' if hours is not None else 'neither'}.")
     if steps is not None:
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        whole = isinstance(steps, (int, np.integer)) or (isinstance(steps, (float, np.floating))
+                                                           and float(steps).is_integer())  # 2.0 from arithmetic
+        if isinstance(steps, bool) or not whole or steps < 1:
             raise TimeAxisError(f"steps={steps!r}; expected a whole number of time steps >= 1 (the data's step is "
                                 f"{step:g} h), e.g. steps=6.")
         return int(steps)
+    if isinstance(hours, (bool, np.bool_)):
+        raise TimeAxisError(f"hours={hours!r}; expected the last lead time in hours, e.g. hours={6 * step:g}.")
     try:
         hours = float(hours)
     except (TypeError, ValueError) as exc:

@@ -395,6 +395,9 @@ def test_forecast_contract_and_errors(small):
         full.np.forecast("t2m", hours=1.5)
     by_steps = full.np.forecast("t2m", steps=2)  # the same leads counted in time steps
     np.testing.assert_array_equal(by_steps.t2m_mean.values, fc.t2m_mean.values)
+    np.testing.assert_array_equal(full.np.forecast("t2m", steps=2.0).t2m_mean.values, fc.t2m_mean.values)  # as hours=
+    with pytest.raises(TimeAxisError, match="hours=True; expected the last lead time in hours"):
+        full.np.forecast("t2m", hours=True)  # before: read as 1 h
     np.testing.assert_array_equal(by_steps.valid_time.values, fc.valid_time.values)
     with pytest.raises(ConfigError, match="exactly one of hours=.*or steps=.*got both"):
         full.np.forecast("t2m", hours=2, steps=2)

@@ -2,6 +2,8 @@
 
 import pyproj  # noqa: F401  isort: skip
 
+import warnings
+
 import dask.array as dsa
 import numpy as np
 import pandas as pd
@@ -144,3 +146,21 @@ def test_a_dataarray_named_by_a_number_is_named_by_its_string():
     v, hide, coords = _field()
     da = xr.DataArray(np.where(hide, np.nan, v), dims=("time", "lat", "lon"), coords=coords, name=5)
     assert list(da.np.infill().data_vars) == ["5_mean", "5_std", "5_filled"]
+
+
+def test_a_few_observed_points_per_frame_warn_that_the_intervals_are_unreliable():
+    """Two observed corners per frame covered 0.11 of the gaps (std 0.22 K, RMSE 2.24 K on ERA5): a warning."""
+    from geonp.errors import SparseDataWarning
+
+    v, _, coords = _field(frames=4)
+    corners = np.full(v.shape, np.nan, dtype="float32")
+    corners[:, 0, 0], corners[:, -1, -1] = v[:, 0, 0], v[:, -1, -1]
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), corners)}, coords=coords)
+    with pytest.warns(SparseDataWarning, match=r"'t' has 2 observed points per frame on average \(fewer than 10\)"):
+        ds.np.infill("t")
+    with pytest.warns(SparseDataWarning, match="observed points per frame"):
+        ds.np.forecast("t", hours=1)
+    v, hide, coords = _field(frames=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SparseDataWarning)
+        xr.Dataset({"t": (("time", "lat", "lon"), np.where(hide, np.nan, v))}, coords=coords).np.infill("t")
