@@ -133,7 +133,7 @@ class SparseDataWarning(UserWarning):
 
 
 class MissingCovariateWarning(UserWarning):
-    """The data have a covariate (an elevation) that ``targets=`` lacks, so predictions there leave it out."""
+    """An elevation is left out: ``targets=`` lack the data's, or its relief is too small for a trend."""
 
 
 class ShortHistoryWarning(UserWarning):

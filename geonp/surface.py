@@ -19,8 +19,8 @@ import numpy as np
 import xarray as xr
 
 from .coastline import footprint_land_fraction, grid_land_fraction, grid_steps, station_land_fraction
-from .errors import ConfigError, CoordinateError, VariableNotFoundError
-from .trend import smooth_grid
+from .errors import ConfigError, CoordinateError, MissingCovariateWarning, VariableNotFoundError, warn_user
+from .trend import MIN_RELIEF_M, smooth_grid
 
 __all__ = ["elevation_name", "find_elevation", "static_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0",
            "COASTLINE", "LAND_OPTIONS"]
@@ -332,6 +332,14 @@ def find_elevation(ds: xr.Dataset, layout) -> np.ndarray | None:
                               "covers only part of the data, or another grid, leaves holes: pass one on the data's "
                               "own coordinates (e.g. dem.interp_like(ds)), or fill its gaps (e.g. with 0 at sea).")
     values = values * elevation_factor(layout.elevation, v)
+    units = str(v.attrs.get("units", "")).strip()
+    if layout.var != "__target__" and 0 < float(np.std(values)) < MIN_RELIEF_M:
+        given = f"units {units!r}" if units else "no units (read as metres)"
+        warn_user(f"elevation {layout.elevation!r} has {given} and spreads by only {float(np.std(values)):.3g} m "
+                  f"(std; {values.min():g} to {values.max():g} m): under {MIN_RELIEF_M:g} m of relief, too little "
+                  "for an elevation trend, so it is left out. If its values are in km, say so: "
+                  f"ds[{layout.elevation!r}].attrs['units'] = 'km' (Colorado stations in km read as metres: "
+                  "RMSE 2.61 °C, 0.95 with the units).", MissingCovariateWarning)
     if values.min() < MIN_ELEVATION_M or values.max() > MAX_ELEVATION_M:
         whose = "targets=" if layout.var == "__target__" else repr(layout.var)
         raise CoordinateError(

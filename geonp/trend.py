@@ -21,6 +21,8 @@ __all__ = ["StaticBasis", "static_basis", "smooth_grid", "land_contrast", "fit_t
 
 #: fewest context points for a trend (linear in each quantity)
 MIN_TREND_POINTS = 10
+#: the least spread (std, m) of a context's elevations for an elevation trend (:func:`static_basis`)
+MIN_RELIEF_M = 5.0
 #: from this many context points the trends are quadratic
 QUADRATIC_TREND_POINTS = 30
 #: from this many context points (with positions) the elevation trend also varies across the task
@@ -131,7 +133,7 @@ def static_basis(ec: np.ndarray | None, lc: np.ndarray | None, *, elevation: boo
     """
     ec = None if ec is None or not elevation else np.asarray(ec, dtype=np.float64)
     lc = None if lc is None or not land else np.asarray(lc, dtype=np.float64)
-    use_e, use_l = _usable(ec, 5.0), _usable(lc, 0.01)
+    use_e, use_l = _usable(ec, MIN_RELIEF_M), _usable(lc, 0.01)
     if not (use_e or use_l):
         return None
     n = len(ec) if use_e else len(lc)
