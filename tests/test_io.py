@@ -330,6 +330,20 @@ def test_open_grib_single_step_analysis_is_shifted(tmp_path):
     assert ds.forecast_reference_time.attrs["standard_name"] == "forecast_reference_time"
 
 
+def test_open_grib_reads_small_files_when_opened_and_keeps_chunks_lazy(tmp_path, monkeypatch):
+    """GRIB fields decode whole, so chunked runs re-decoded them per block: small files are read at once."""
+    import geonp.io.open as io_open
+
+    path = tmp_path / "small.grib"
+    _write_grib(path, [(0, 0), (12, 0)])
+    assert open_dataset(path).t2m.variable._in_memory
+    assert isinstance(open_dataset(path, chunks={}).t2m.data, da.Array)  # asked for dask: stays lazy
+    monkeypatch.setattr(io_open, "GRIB_LOAD_BYTES", 8)  # a file larger than the limit stays lazy
+    lazy = open_dataset(path).t2m
+    assert not lazy.variable._in_memory and not isinstance(lazy.data, da.Array)
+    np.testing.assert_array_equal(lazy.values, open_dataset(path, chunks={}).t2m.values)
+
+
 def test_open_grib_overlapping_forecasts(tmp_path):
     """Two fields at one valid time are refused with a way out."""
     path = tmp_path / "overlap.grib"

@@ -26,6 +26,8 @@ from .stations import open_csv
 __all__ = ["open_dataset", "SUFFIXES"]
 
 GRIB_SUFFIXES = (".grib", ".grb", ".grib2", ".grb2")
+#: GRIB data up to this many bytes are read when opened without ``chunks`` (see :func:`_open_grib`)
+GRIB_LOAD_BYTES = 2**30
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5")
 ZARR_SUFFIXES = (".zarr",)
 GEOTIFF_SUFFIXES = (".tif", ".tiff")
@@ -122,7 +124,14 @@ def _missing_dependency(package: str, extra: str, fmt: str, err: ImportError) ->
 
 
 def _open_grib(path: Path, *, chunks: Any = None, **kwargs: Any) -> xr.Dataset:
-    """Open a GRIB file with cfgrib, without writing index files, and put valid times on ``time``."""
+    """Open a GRIB file with cfgrib, without writing index files, and put valid times on ``time``.
+
+    Without ``chunks``, data up to :data:`GRIB_LOAD_BYTES` are read now. cfgrib decodes whole fields,
+    so a chunked computation reading blocks of them decoded each field once per block and per compute
+    (a forecast of 2 inits from the ERA5 month with ``--chunks time=24,latitude=16,longitude=16``: 62 s,
+    19 s read first; reading all 744 fields takes about 4 s). Larger files stay lazy: convert them to
+    Zarr for chunked runs (user guide).
+    """
     try:
         import cfgrib  # noqa: F401
     except (ImportError, RuntimeError) as err:  # RuntimeError: cfgrib present but the eccodes library is not
@@ -136,7 +145,10 @@ def _open_grib(path: Path, *, chunks: Any = None, **kwargs: Any) -> xr.Dataset:
             "field per file; select one with backend_kwargs={'filter_by_keys': {'typeOfLevel': ..., "
             "'shortName': ...}}"
         ) from err
-    return grib_valid_time(ds)
+    ds = grib_valid_time(ds)
+    if chunks is None and sum(v.nbytes for v in ds.data_vars.values()) <= GRIB_LOAD_BYTES:
+        ds = ds.load()
+    return ds
 
 
 def grib_valid_time(ds: xr.Dataset) -> xr.Dataset:
