@@ -56,7 +56,6 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
 
 def _open(args: argparse.Namespace, chunks):
     from .io import open_dataset
-    from .io.open import GRIB_SUFFIXES
 
     extra = {}
     if args.na_values:
@@ -64,12 +63,9 @@ def _open(args: argparse.Namespace, chunks):
             raise ConfigError(f"--na-values applies to CSV inputs; {args.input!r} is not a .csv file (mask other "
                               "formats' missing values in the file, e.g. a NetCDF _FillValue).")
         extra["na_values"] = list(args.na_values)
-    # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked; except GRIB, which
-    # has no chunks of its own (one dask chunk of the whole file, read again by every compute): geonp.io reads it
-    # when opened, up to GRIB_LOAD_BYTES
-    grib = Path(args.input).suffix.lower() in GRIB_SUFFIXES
-    return open_dataset(args.input, chunks={} if chunks is not None and not grib else None, crs=args.crs,
-                        dayfirst=args.dayfirst, **extra)
+    # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked
+    return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs, dayfirst=args.dayfirst,
+                        **extra)
 
 
 def _open_targets(args: argparse.Namespace):

@@ -307,7 +307,7 @@ def test_open_grib_forecast_uses_valid_time(tmp_path):
     """A time x step forecast file is flattened onto valid times."""
     path = tmp_path / "fc.grb2"  # a GRIB1 file with a GRIB2 suffix: cfgrib reads either
     _write_grib(path, [(0, 0), (0, 6), (12, 0), (12, 6)])
-    ds = open_dataset(path, chunks={})
+    ds = open_dataset(path, chunks={"time": 1})  # dask through the flattening
     assert ds.t2m.dims == ("time", "latitude", "longitude") and "step" not in ds.dims
     hours = (ds.time.values - np.datetime64("2019-03-01")) / np.timedelta64(1, "h")
     np.testing.assert_array_equal(hours, [0, 6, 12, 18])
@@ -337,7 +337,8 @@ def test_open_grib_reads_small_files_when_opened_and_keeps_chunks_lazy(tmp_path,
     path = tmp_path / "small.grib"
     _write_grib(path, [(0, 0), (12, 0)])
     assert open_dataset(path).t2m.variable._in_memory
-    assert isinstance(open_dataset(path, chunks={}).t2m.data, da.Array)  # asked for dask: stays lazy
+    assert open_dataset(path, chunks={}).t2m.variable._in_memory  # the reader's chunks: cfgrib has none
+    assert isinstance(open_dataset(path, chunks={"time": 1}).t2m.data, da.Array)  # asked for dask: stays lazy
     monkeypatch.setattr(io_open, "GRIB_LOAD_BYTES", 8)  # a file larger than the limit stays lazy
     lazy = open_dataset(path).t2m
     assert not lazy.variable._in_memory and not isinstance(lazy.data, da.Array)
