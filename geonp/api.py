@@ -126,8 +126,10 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         out = out.isel(__time__=0, drop=True)
     if target is None:
         observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
+        if lazy and observed.chunks is None:  # a file's lazily read variable: read block by block, never whole
+            observed = observed.chunk(out[f"{layout.var}_mean"].chunksizes)
         dtype = np.result_type(src.dtype, np.float32)  # float64 observations are kept to the last bit
-        filled = observed.astype(dtype).where(observed.notnull(), out[f"{layout.var}_mean"].astype(dtype))
+        filled = observed.astype(dtype).where(np.isfinite(observed), out[f"{layout.var}_mean"].astype(dtype))
         filled.attrs, filled.encoding = variable_attrs(src, "filled", layout.var), {}  # not the input's own
         out[f"{layout.var}_filled"] = filled
         out = out.transpose(*src.dims)

@@ -123,7 +123,10 @@ def _dask_data(ds: xr.Dataset, layout: Layout, chunks: dict) -> da.Array:
     v = v.transpose(*order)
     if v.chunks is None:
         v = v.chunk({d: chunks.get(d, -1) for d in order})  # lazy: backend arrays are read per chunk
-    return v.data
+    data = v.data
+    if np.issubdtype(data.dtype, np.floating):  # ±inf of a lazily read file are gaps (geonp.variables)
+        data = da.where(da.isinf(data), np.nan, data)
+    return data
 
 
 def _spacing(space: Space, frame_km: np.ndarray | None) -> float:

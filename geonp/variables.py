@@ -118,8 +118,10 @@ def _missing_as_nan(da: xr.DataArray) -> xr.DataArray:
         return da
     fills = [v for k in ("_FillValue", "missing_value") for v in np.atleast_1d(da.attrs.get(k, []))
              if isinstance(v, (int, float, np.number)) and np.isfinite(v)]
-    if not fills and da.chunks is None and not np.isinf(da.values).any():
-        return da  # in memory and nothing to mask: no copy of the data
+    if not fills and da.chunks is None and (not da.variable._in_memory or not np.isinf(da.values).any()):
+        # in memory with nothing to mask: no copy; a file's lazily read variable is not read here (that loaded
+        # all of it, chunks= or not): its infinities are masked where it is chunked (geonp.chunked._dask_data)
+        return da
     ok = np.isfinite(da)
     for v in fills:
         ok = ok & (da != v)

@@ -164,3 +164,21 @@ def test_a_few_observed_points_per_frame_warn_that_the_intervals_are_unreliable(
     with warnings.catch_warnings():
         warnings.simplefilter("error", SparseDataWarning)
         xr.Dataset({"t": (("time", "lat", "lon"), np.where(hide, np.nan, v))}, coords=coords).np.infill("t")
+
+
+def test_a_lazily_read_file_is_not_loaded_by_a_lazy_call_and_its_infinities_are_gaps(tmp_path):
+    """xr.open_dataset(path).np.infill(chunks=...) read the whole variable when called (to look for ±inf)."""
+    v, hide, coords = _field(frames=6)
+    values = np.where(hide, np.nan, v).astype("float32")
+    values[1, 2, 3], values[4, 0, 0] = np.inf, -np.inf
+    path = tmp_path / "t.nc"
+    xr.Dataset({"t": (("time", "lat", "lon"), values)}, coords=coords).to_netcdf(path)
+    with xr.open_dataset(path) as lazy_file:
+        lazy = lazy_file.np.infill("t", chunks={"time": 3, "lat": 6})
+        assert not lazy_file.t.variable._in_memory  # nothing read until computed
+        got = lazy.compute()
+        with xr.open_dataset(path) as f:
+            want = f.load().np.infill("t")  # in memory: ±inf masked when selected
+    for name in ("t_mean", "t_std", "t_filled"):
+        np.testing.assert_allclose(got[name].values, want[name].values, atol=2e-4)
+    assert np.isfinite(got.t_filled.values).all()
