@@ -70,6 +70,8 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         "geonp_model_source": model.source or "in memory",
         "geonp_checkpoint_sha256": model.digest,
         "geonp_task": task,
+        "geonp_elevation": str(layout.elevation) if layout.elevation else "none",  # the covariates used
+        "geonp_land": str(layout.land) if layout.land else "none",
     })
     return out if lazy else out.compute()
 

@@ -167,6 +167,35 @@ def land_like_source(lon: np.ndarray, lat: np.ndarray, source_lon: np.ndarray, s
     return footprint_land_fraction(lon, lat, *[(width * dlon, width * dlat) for dlon, dlat in sides])
 
 
+#: names of vertical coordinates: a field on one of them lies above the surface
+_VERTICAL_NAMES = ("level", "levels", "isobaricinhpa", "isobaricinpa", "pressure_level", "pressure_levels", "plev",
+                   "lev", "pressure", "model_level", "hybrid", "height_above_ground")
+_PRESSURE_UNITS = ("hpa", "pa", "mbar", "millibar", "mb", "kpa")
+
+
+def _vertical(name, c: xr.DataArray) -> bool:
+    return (str(name).lower() in _VERTICAL_NAMES or _attr(c, "standard_name") == "air_pressure"
+            or (c.ndim <= 1 and _attr(c, "units") in _PRESSURE_UNITS))
+
+
+def _aloft(v: xr.DataArray, ds: xr.Dataset | None = None) -> bool:
+    """Whether ``v`` lies above the surface: on a vertical coordinate (a dim or a scalar one, e.g. 500 hPa).
+
+    ERA5's pressure-level ``z`` (geopotential at 500 hPa, ~5,500 m) is no terrain height, though named like
+    the surface geopotential of single-level files; cfgrib's ``GRIB_typeOfLevel`` says which it is. A
+    geopotential (by name ``z``, standard name or units) in a dataset ``ds`` with a vertical coordinate
+    is taken to be aloft too (a time mean of ``z`` at one level keeps no level of its own).
+    """
+    level = _attr(v, "GRIB_typeOfLevel")
+    if level and level != "surface":
+        return True
+    if any(_vertical(name, c) for name, c in v.coords.items() if name not in v.dims or c.ndim == 1):
+        return True
+    geopotential = (str(v.name).lower() == "z" or _attr(v, "standard_name") == "geopotential"
+                    or _unit_powers(_attr(v, "units")) in _GEOPOTENTIAL_UNITS)
+    return bool(ds is not None and geopotential and any(_vertical(n, c) for n, c in ds.coords.items()))
+
+
 def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None, var: str | None = None) -> str | None:
     """The elevation to use: a variable or coordinate of ``ds``, or ``None``.
 
@@ -189,7 +218,7 @@ def elevation_name(ds: xr.Dataset, space_dims: set, name: str | None, var: str |
         found = _find_named(ds, ELEVATION_NAMES + _GEOPOTENTIAL_NAMES,
                             ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
                             lambda key, v: key != var and bool(v.dims) and set(v.dims) <= space_dims
-                            and np.issubdtype(v.dtype, np.number))
+                            and np.issubdtype(v.dtype, np.number) and not _aloft(v, ds))
     if found is not None:
         elevation_factor(found, ds[found])  # refuse latitude, temperature, ... before any computation
     return found
@@ -216,7 +245,8 @@ def static_elevation(ds: xr.Dataset, space_dims: set, other_dims: set, name: str
     else:
         names, standard = ELEVATION_NAMES + _GEOPOTENTIAL_NAMES, ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES
         keys = [str(k) for k, v in list(ds.coords.items()) + list(ds.data_vars.items())
-                if str(k) != var and (str(k).lower() in names or _attr(v, "standard_name") in standard)]
+                if str(k) != var and (str(k).lower() in names or _attr(v, "standard_name") in standard)
+                and not _aloft(v, ds)]
     for key in keys:
         v = ds[key]
         along = [d for d in v.dims if d not in space_dims]
@@ -228,6 +258,8 @@ def static_elevation(ds: xr.Dataset, space_dims: set, other_dims: set, name: str
         both = np.isfinite(lo_v) & np.isfinite(hi_v)
         spread = np.abs(hi_v - lo_v)[both]
         if spread.size and spread.max() > 1e-4 * max(float(np.abs(hi_v[both]).max()), 1.0):
+            if name is None:  # found by its name only: a field that changes in time is no elevation
+                continue
             raise CoordinateError(
                 f"elevation {key!r} has dims {v.dims} and changes along {along} (by up to {spread.max():g}); "
                 "expected one elevation per point, on the space dims. Select the one to use, e.g. "

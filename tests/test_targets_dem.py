@@ -71,8 +71,10 @@ def test_an_elevation_repeated_in_time_is_one_per_station():
     np.testing.assert_allclose(st.drop_vars("elevation").np.infill("tmax", covariates=rows).tmax_mean.values,
                                ref.tmax_mean.values, atol=1e-5)
     moving = long.assign(elevation=rows + 100.0 * np.arange(st.sizes["time"])[:, None])
-    with pytest.raises(CoordinateError, match=r"'elevation' has dims \('time', 'station'\) and changes along"):
-        moving.np.infill("tmax")
+    bare = st.drop_vars("elevation").np.infill("tmax").tmax_mean.values
+    np.testing.assert_allclose(moving.np.infill("tmax").tmax_mean.values, bare, atol=1e-5)  # by name: none
+    with pytest.raises(CoordinateError, match=r"'hoehe' has dims \('time', 'station'\) and changes along"):
+        moving.rename(elevation="hoehe").np.infill("tmax", covariates="hoehe")  # named: refused
 
 
 def test_targets_take_the_elevation_by_the_data_name_and_a_dem_variable_is_one():
@@ -100,3 +102,23 @@ def test_an_elevation_with_too_little_relief_for_a_trend_warns_with_the_km_hint(
         warnings.simplefilter("error", MissingCovariateWarning)
         fixed = km.assign_coords(elevation=km.elevation.assign_attrs(units="km")).np.infill("tmax")
     np.testing.assert_allclose(fixed.tmax_mean.values, st.np.infill("tmax").tmax_mean.values, atol=1e-4)
+
+
+def test_geopotential_aloft_is_no_elevation_and_outputs_name_the_covariates():
+    """ERA5 pressure-level z (500 hPa, ~5,500 m) was taken as terrain height: predictions moved by 2.2 K."""
+    from test_api import field
+
+    from geonp import geo
+
+    ds, _ = field(times=3)
+    z = xr.DataArray(9.80665 * (5500 + 50 * np.random.default_rng(1).random(ds.t2m.shape[1:])),
+                     dims=("latitude", "longitude"), attrs={"units": "m**2 s**-2", "standard_name": "geopotential"})
+    surface = ds.assign(z=z.assign_attrs(GRIB_typeOfLevel="surface") / 3)  # ERA5 single levels: orography
+    assert geo.describe(surface, "t2m")[1].elevation == "z"
+    for aloft in (ds.assign(z=z.assign_coords(isobaricInhPa=500.0)),  # cfgrib's scalar level
+                  ds.assign(z=z.assign_attrs(GRIB_typeOfLevel="isobaricInhPa")),
+                  ds.assign(z=z).assign_coords(level=("level", [500], {"units": "hPa"})),  # a level in the dataset
+                  ds.assign(z=z.expand_dims(time=ds.time, level=[500]).copy() * (1 + ds.time.dt.hour * 0.01))):
+        assert geo.describe(aloft, "t2m")[1].elevation is None
+    out = surface.np.infill("t2m")
+    assert out.attrs["geonp_elevation"] == "z" and ds.np.infill("t2m").attrs["geonp_elevation"] == "none"
