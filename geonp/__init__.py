@@ -21,6 +21,7 @@ from .allocator import keep_freed_memory
 from .errors import (
     CheckpointError,
     CheckpointNotFoundError,
+    CircularVariableWarning,
     ConfigError,
     CoordinateError,
     CRSError,
@@ -65,6 +66,7 @@ __all__ = [
     "MissingCovariateWarning",
     "ShortHistoryWarning",
     "SparseDataWarning",
+    "CircularVariableWarning",
     "UnvalidatedStepWarning",
     "InvalidBatchError",
     "EmptyContextError",

@@ -128,6 +128,10 @@ class FarFromDataWarning(UserWarning):
     """Some targets lie farther from the data than the weights have seen; their std was raised to the prior's."""
 
 
+class CircularVariableWarning(UserWarning):
+    """The variable looks like a direction (an angle), which geonp treats as a field on a line."""
+
+
 class SparseDataWarning(UserWarning):
     """So few points are observed per frame that the intervals cannot be trusted (likely far too narrow)."""
 

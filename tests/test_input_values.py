@@ -182,3 +182,18 @@ def test_a_lazily_read_file_is_not_loaded_by_a_lazy_call_and_its_infinities_are_
     for name in ("t_mean", "t_std", "t_filled"):
         np.testing.assert_allclose(got[name].values, want[name].values, atol=2e-4)
     assert np.isfinite(got.t_filled.values).all()
+
+
+def test_a_direction_warns_to_predict_its_components():
+    """A wind direction around north was averaged on a line: means of -50 to 440 degrees, errors up to 180."""
+    from geonp.errors import CircularVariableWarning
+
+    v, hide, coords = _field()
+    ds = xr.Dataset({"wd": (("time", "lat", "lon"), np.where(hide, np.nan, 10 * v % 360),
+                            {"standard_name": "wind_from_direction", "units": "degree"})}, coords=coords)
+    with pytest.warns(CircularVariableWarning, match="looks like a direction .*sin and cos"):
+        ds.np.infill("wd")
+    ds["wd"].attrs = {"units": "K"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CircularVariableWarning)
+        ds.np.infill("wd")
