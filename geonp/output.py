@@ -37,8 +37,10 @@ def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
         if name:  # a CF standard name modifier: only on a real standard name
             attrs["standard_name"] = f"{name} standard_error"
     else:
+        # no ancillary_variables: {var}_std is the uncertainty of {var}_mean, not of the observations kept here
         attrs.update(long_name=f"{long} (observations, gaps filled with the predictive mean)",
-                     ancillary_variables=f"{var}_std")
+                     comment=f"observed values where the input has them, {var}_mean elsewhere; {var}_std is the "
+                             f"standard deviation of {var}_mean")
         if name:
             attrs["standard_name"] = name
     return attrs

@@ -54,6 +54,8 @@ def test_infill_output_contract(small):
         assert out[v].attrs["units"] == "K"
     assert out.t2m_std.attrs["standard_name"] == "air_temperature standard_error"
     assert out.t2m_mean.attrs["ancillary_variables"] == "t2m_std"
+    assert "ancillary_variables" not in out.t2m_filled.attrs  # t2m_std is not the observations' uncertainty
+    assert "t2m_std is the standard deviation of t2m_mean" in out.t2m_filled.attrs["comment"]
     assert (out.t2m_std > 0).all()
     obs = ds.t2m.notnull()
     np.testing.assert_array_equal(out.t2m_filled.where(obs).values, ds.t2m.where(obs).values)

@@ -130,7 +130,7 @@ def to_zarr(
         raise ConfigError(f"variable names {slashed} hold '/', which Zarr reads as a group path; rename them before "
                           f"writing, e.g. ds.rename({{{slashed[0]!r}: {slashed[0].replace('/', '_')!r}}}).")
     path = check_store_path(path, overwrite, _sources(ds))
-    prepared, region_dim = prepare(ds, attrs, history or f"wrote {path.name}")
+    prepared, region_dim = prepare(ds, attrs, history or f"wrote {path}")  # the path as given: batch logs differ
     plan = _plan(prepared, region_dim)
     fingerprint = _fingerprint(prepared, plan, _in_memory_digest(ds))
     with write_lock(path):
@@ -292,7 +292,7 @@ def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, 
     keys = plan.keys()
     todo = [k for k in keys if k not in done]
     with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, **bar_options(sys.stderr),
-              desc=f"writing {partial.name.removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
+              desc=f"writing {str(partial).removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
         for i, key in enumerate(todo, start=len(keys) - len(todo) + 1):
             with region_progress(sys.stderr, f"geonp: region {i}/{len(keys)}") if progress else nullcontext():
                 _write_step(ds, plan, key, partial)
