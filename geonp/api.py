@@ -33,7 +33,7 @@ from .output import finish, space_coords, variable_attrs
 from .planning import plan_problem
 from .poles import merge_pole_copies
 from .prepare import prepare
-from .pretrained import has_scattered_windows, scattered_windows, shipped_name
+from .pretrained import frame_window, has_scattered_windows, scattered_windows, shipped_name
 from .targets import describe_targets
 from .timeaxis import parse_duration
 
@@ -103,7 +103,8 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if problem is None:
         return None
     windows = scattered_windows(model, problem, windows)
-    m = with_settings(m, **windows)
+    time_window = frame_window(model, problem, time_window)  # 0 for frames unlike their neighbours
+    m = with_settings(m, half_window=time_window, **windows)
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, time_window=time_window,
                                                      **windows)
     from .inference import ModelPayload, resolve_device

@@ -51,6 +51,10 @@ OVERRIDES = {
 TERRAIN_OVERRIDES = dict(covariate_dims=1, bias_covariates=(0,))
 
 
+#: frames whose departures change more than this many times their neighbours' differences are infilled alone
+FRAME_CHANGE_RATIO = 2.0
+
+
 def shipped_name(model) -> str | None:
     """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
     if not isinstance(model, str):
@@ -80,6 +84,22 @@ def scattered_windows(model, problem, windows: dict) -> dict:
         return windows
     small = SCATTERED_WINDOWS[shipped_name(model)]
     return dict(small) if 0.0 < gap_reach(problem) <= SCATTERED_REACH * small["halo"] else windows
+
+
+def frame_window(model, problem, time_window: int | None) -> int | None:
+    """``time_window``, or 0 for shipped ``model`` on frames that barely resemble their neighbours.
+
+    When ``time_window`` is not given, frames whose departures change between consecutive frames more
+    than :data:`FRAME_CHANGE_RATIO` times as much as they differ between neighbouring points
+    (:func:`geonp.persistence.change_ratio`) are infilled each alone: the shipped weights were trained
+    on priors whose frames stay correlated from one step to the next, and lean on the frames around
+    a target more than such data allow. Fitted models keep their window.
+    """
+    from .persistence import change_ratio
+
+    if time_window is not None or shipped_name(model) is None or problem is None:
+        return time_window
+    return 0 if change_ratio(problem) > FRAME_CHANGE_RATIO else None
 
 
 def pretrained_path(name: str) -> Path:
