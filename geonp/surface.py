@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+import dask
 import numpy as np
 import xarray as xr
 
@@ -47,16 +48,20 @@ def _attr(obj, key: str) -> str:
     return str(obj.attrs.get(key, "")).lower()
 
 
-def _find_named(ds: xr.Dataset, names: tuple, standard_names: tuple, usable) -> str | None:
-    """The name of the first coordinate, then data variable, that matches; else ``None``.
+def _named(ds: xr.Dataset, names: tuple, standard_names: tuple, usable) -> list[str]:
+    """The coordinates, then data variables, that match, in that order.
 
     A match is accepted by ``usable(name, value)`` and has its lower-cased name in ``names`` or its
     CF standard name in ``standard_names``.
     """
-    for key, v in list(ds.coords.items()) + list(ds.data_vars.items()):
-        if usable(str(key), v) and (str(key).lower() in names or _attr(v, "standard_name") in standard_names):
-            return str(key)
-    return None
+    return [str(key) for key, v in list(ds.coords.items()) + list(ds.data_vars.items())
+            if usable(str(key), v) and (str(key).lower() in names or _attr(v, "standard_name") in standard_names)]
+
+
+def _find_named(ds: xr.Dataset, names: tuple, standard_names: tuple, usable) -> str | None:
+    """The name of the first coordinate, then data variable, that matches (:func:`_named`); else ``None``."""
+    found = _named(ds, names, standard_names, usable)
+    return found[0] if found else None
 
 
 def _is_mask(v: xr.DataArray, space_dims: set, time: str | None) -> bool:
@@ -189,7 +194,7 @@ def _aloft(v: xr.DataArray, ds: xr.Dataset | None = None) -> bool:
     level = _attr(v, "GRIB_typeOfLevel")
     if level and level != "surface":
         return True
-    if any(_vertical(name, c) for name, c in v.coords.items() if name not in v.dims or c.ndim == 1):
+    if any(_vertical(name, c) for name, c in v.coords.items()):
         return True
     geopotential = (str(v.name).lower() == "z" or _attr(v, "standard_name") == "geopotential"
                     or _unit_powers(_attr(v, "units")) in _GEOPOTENTIAL_UNITS)
@@ -243,17 +248,15 @@ def static_elevation(ds: xr.Dataset, space_dims: set, other_dims: set, name: str
     if name is not None:
         keys = [name] if name in ds.variables and name != var else []
     else:
-        names, standard = ELEVATION_NAMES + _GEOPOTENTIAL_NAMES, ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES
-        keys = [str(k) for k, v in list(ds.coords.items()) + list(ds.data_vars.items())
-                if str(k) != var and (str(k).lower() in names or _attr(v, "standard_name") in standard)
-                and not _aloft(v, ds)]
+        keys = _named(ds, ELEVATION_NAMES + _GEOPOTENTIAL_NAMES, ELEVATION_STANDARD_NAMES + _GEOPOTENTIAL_NAMES,
+                      lambda key, v: key != var and not _aloft(v, ds))
     for key in keys:
         v = ds[key]
         along = [d for d in v.dims if d not in space_dims]
         if not along or not set(v.dims) & space_dims or not set(along) <= other_dims or not _is_numeric_or_bool(v):
             continue
         with xr.set_options(keep_attrs=True):
-            lo, hi = v.min(along, skipna=True), v.max(along, skipna=True)
+            lo, hi = dask.compute(v.min(along, skipna=True), v.max(along, skipna=True))  # one read of the elevation
         lo_v, hi_v = np.asarray(lo.values, dtype=np.float64), np.asarray(hi.values, dtype=np.float64)
         both = np.isfinite(lo_v) & np.isfinite(hi_v)
         spread = np.abs(hi_v - lo_v)[both]
