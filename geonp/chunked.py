@@ -30,7 +30,7 @@ from .inference import ModelPayload, forecast_block, infill_block
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .surface import COASTLINE, find_land, land_like_source
-from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells
+from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells, window_task
 
 #: a record with more frames than this is planned (observed fraction, spread) from this many evenly spaced frames
 PLAN_FRAMES = 32
@@ -223,7 +223,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                 shape = tuple(s.stop - s.start for s in slices)
                 parts = []
                 for sel, meta, sub in groups:
-                    values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
+                    values = _window(problem, e, lo, hi, sel)
                     m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
                          "half_window": half_units, "norm": norm,
                          "tile_shape": shape if sub is None else (len(sub),), "device": device,
@@ -269,7 +269,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 shape = tuple(s.stop - s.start for s in slices)
                 parts = []
                 for sel, meta, sub in groups:
-                    values = problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))]
+                    values = _window(problem, e, lo, hi, sel)
                     m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
                          "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
                          "norm": norm, "tile_shape": shape if sub is None else (len(sub),),
@@ -280,6 +280,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                         persist = problem.data[(*e, ini, *slices)]
                         if sub is not None:  # the group's points, by their flat positions in the block
                             persist = persist.reshape(len(ini), -1)[:, sub]
+                        persist = window_task(persist)
                     parts.append(dask.delayed(forecast_block, pure=True)(payload_d, values, m, persist))
                 inner = (len(ini), len(leads), *shape)
                 blk = combine(parts, groups, inner, 2)
@@ -287,6 +288,11 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)
     return _assemble(means), _assemble(stds)
+
+
+def _window(problem: Problem, e: tuple, lo: int, hi: int, sel):
+    """One task giving frames ``lo:hi`` of the source points ``sel`` (slices or point indices) at extra index ``e``."""
+    return window_task(problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))])
 
 
 def _block_norm(problem: Problem, calibration):
