@@ -11,6 +11,7 @@ for the ``tqdm`` bars of writes and training. No torch here.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import threading
 import time
@@ -157,20 +158,29 @@ def bar_options(out: TextIO | None = None) -> dict:
     return {"file": out} if is_live(out) else {"file": _Lines(out), "mininterval": 30.0, "ascii": True}
 
 
+_COUNT = re.compile(r"\b\d+/\d+ \[")  # tqdm's "n/total [" of a bar
+
+
 class _Lines:
     r"""A stream for a ``tqdm`` bar that writes each of its updates as a line of its own.
 
     tqdm redraws a bar by writing ``"\r" + bar``; in a log file those updates run together on one
-    line. Here each update becomes ``bar + "\n"`` and the bar's closing newline is dropped.
+    line. Here each update becomes ``bar + "\n"`` and the bar's closing newline is dropped, and so
+    is a redraw at the count already written (tqdm's ``close`` redraws the last update, with
+    another rate: the 100 % line came twice).
     """
 
     def __init__(self, out: TextIO):
         self._out = out
+        self._count = None
 
     def write(self, text: str) -> int:
         line = text.replace("\r", "").rstrip()
-        if line:
+        count = _COUNT.search(line)
+        count = count.group(0) if count else None
+        if line and (count is None or count != self._count):
             self._out.write(line + "\n")
+            self._count = count
         return len(text)
 
     def flush(self) -> None:

@@ -61,6 +61,7 @@ def test_compute_progress__terminal_gets_the_live_bar():
 
 
 def test_bar_options__a_log_file_gets_one_line_per_update_without_carriage_returns():
+    """One line per count: tqdm's close redrew the last one (the 100 % line came twice)."""
     from tqdm import tqdm
 
     log = io.StringIO()
@@ -72,6 +73,7 @@ def test_bar_options__a_log_file_gets_one_line_per_update_without_carriage_retur
     lines = text.splitlines()
     assert lines[0].startswith("writing out.zarr:   0%") and lines[-1].startswith("writing out.zarr: 100%")
     assert all(line.strip() for line in lines)
+    assert [line.split("|")[0] for line in lines] == [f"writing out.zarr: {p:3d}%" for p in (0, 33, 67, 100)]
 
 
 def test_compute_progress__jupyter_kernel_keeps_the_live_bar(monkeypatch):
