@@ -464,3 +464,27 @@ def test_tiled_attention__backward_keeps_nothing_of_pair_size(name):
     ref = torch.autograd.grad(dense_attention(q, k, v, score, xq, xk).square().sum(), (q, k, v, xq, xk))
     for g, r in zip(grads, ref):
         torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("fn", [tiled_attention, dense_attention])
+def test_inputs_that_do_not_fit_together_are_refused(fn):
+    """The tiled kernel read past k when it had fewer heads than q, and gave other values call after call."""
+    from geonp.errors import InvalidBatchError
+
+    q, k, v = torch.randn(1, 4, 10, 8), torch.randn(1, 4, 20, 8), torch.randn(1, 4, 20, 8)
+    xq, xk = torch.rand(1, 10, 2), torch.rand(1, 20, 2)
+    with pytest.raises(InvalidBatchError, match=r"same b and h.*got q \(1, 4, 10, 8\), k \(1, 3, 20, 8\)"):
+        fn(q, k[:, :3], v)
+    with pytest.raises(InvalidBatchError, match="no broadcasting"):
+        fn(torch.randn(2, 4, 10, 8), k, v)
+    with pytest.raises(InvalidBatchError, match="same nk in k and v"):
+        fn(q, k, v[:, :, :19])
+    with pytest.raises(InvalidBatchError, match="rank 4"):
+        fn(q[0], k, v)
+    score = RBFBias(4, 5, (0, 1))
+    with pytest.raises(InvalidBatchError, match=r"coordinates xk \[1, 20, columns\].*got None"):
+        fn(q, k, v, score, xq, None)
+    with pytest.raises(InvalidBatchError, match=r"key_mask must be boolean \[1, 20\].*torch.float32"):
+        fn(q, k, v, score, xq, xk, torch.ones(1, 20))
+    with pytest.raises(InvalidBatchError, match=r"key_mask must be boolean \[1, 20\].*\(1, 19\)"):
+        fn(q, k, v, score, xq, xk, torch.ones(1, 19, dtype=torch.bool))

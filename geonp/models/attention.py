@@ -22,12 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError, UnknownOptionError
+from ..errors import ConfigError, InvalidBatchError, UnknownOptionError
 from .score import LOG2E, MASKED, MIN_EXPONENT, ScoreMod
 from .tiled_kernel import _sorted_forward, _TiledAttention
 
 __all__ = ["ScoreMod", "MASKED", "MIN_EXPONENT", "LOG2E", "attention", "dense_attention", "tiled_attention",
-           "default_tiles", "BACKENDS"]
+           "default_tiles", "check_inputs", "BACKENDS"]
 
 BACKENDS = ("auto", "tiled", "dense", "flex")
 #: default number of elements of one [b, h, q_tile, k_tile] tile (16 MB in float32). Against 2**24 (64 MB),
@@ -75,6 +75,33 @@ def _check_tile(name: str, value, optional: bool = False) -> None:
         )
 
 
+def check_inputs(q: Tensor, k: Tensor, v: Tensor, score: ScoreMod | None = None, xq: Tensor | None = None,
+                 xk: Tensor | None = None, key_mask: Tensor | None = None) -> None:
+    """Refuse inputs whose shapes do not fit together (the tiled kernel would read past them).
+
+    ``q [b, h, nq, d]``, ``k [b, h, nk, d]``, ``v [b, h, nk, dv]``; with a ``score``, coordinates
+    ``xq [b, nq, c]`` and ``xk [b, nk, c]``; ``key_mask`` boolean ``[b, nk]``. Raises
+    :class:`~geonp.errors.InvalidBatchError`. Shapes only: nothing is synchronised with a device.
+    """
+    found = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise InvalidBatchError(f"attention takes q, k and v of rank 4 [batch, heads, points, features]; got {found}.")
+    b, h, nq, d = q.shape
+    if k.shape[:2] != (b, h) or v.shape[:3] != k.shape[:3] or k.shape[3] != d:
+        raise InvalidBatchError(
+            f"attention needs q [b, h, nq, d], k [b, h, nk, d] and v [b, h, nk, dv] with the same b and h, the same d "
+            f"in q and k and the same nk in k and v; got {found}. Expand or reshape them to match (no broadcasting).")
+    nk = k.shape[2]
+    if score is not None:
+        for name, x, n in (("xq", xq, nq), ("xk", xk, nk)):
+            if x is None or x.dim() != 3 or x.shape[:2] != (b, n):
+                got = None if x is None else tuple(x.shape)
+                raise InvalidBatchError(f"a score needs coordinates {name} [{b}, {n}, columns] for {found}; got {got}.")
+    if key_mask is not None and (key_mask.dtype != torch.bool or tuple(key_mask.shape) != (b, nk)):
+        raise InvalidBatchError(f"key_mask must be boolean [{b}, {nk}] (True for a real key) for {found}; got "
+                                f"{key_mask.dtype} {tuple(key_mask.shape)}. Use mask.bool().")
+
+
 def dense_attention(
     q: Tensor,
     k: Tensor,
@@ -89,6 +116,7 @@ def dense_attention(
     Masked logits are a large finite negative constant, so a query whose keys are all masked gets the
     uniform average of ``v`` over every key. Supports gradients of any order.
     """
+    check_inputs(q, k, v, score, xq, xk, key_mask)
     logits = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
     if score is not None:
         logits = score(logits, xq, xk)
@@ -184,6 +212,7 @@ def tiled_attention(
     """
     _check_tile("q_tile", q_tile, optional=True)
     _check_tile("k_tile", k_tile, optional=True)
+    check_inputs(q, k, v, score, xq, xk, key_mask)
     b, h, nq, d = q.shape
     nk = k.shape[2]
     if b * h * nq == 0:  # nothing to compute (and torch's private CPU kernels crash on zero heads)
