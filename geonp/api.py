@@ -202,9 +202,13 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
-    kind, lag = references.resolve(_reference_of(m, reference), step, first_init=int(inits.min()),
+    asked = _reference_of(m, reference)
+    kind, lag = references.resolve(asked, step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]), max_lead_hours=hours,
                                    history_years=seasonal.span_years(times[:history]))
+    if kind == "diurnal":
+        kind, lag = references.keep_diurnal(ds[layout.var], layout.time, inits, np.arange(1, n_leads + 1), lag,
+                                            auto=asked == "auto")
     work, cycle = _departures(ds, layout, kind, lag, past)
     if shipped_name(model) is not None and kind != "seasonal":
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))

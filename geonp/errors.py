@@ -35,6 +35,7 @@ __all__ = [
     "MissingCovariateWarning",
     "ShortHistoryWarning",
     "UnvalidatedStepWarning",
+    "MissingReferenceWarning",
 ]
 
 
@@ -142,6 +143,10 @@ class MissingCovariateWarning(UserWarning):
 
 class ShortHistoryWarning(UserWarning):
     """A forecast starts from an initial time with a single frame of history, or from a frame without observations."""
+
+
+class MissingReferenceWarning(UserWarning):
+    """The values a diurnal reference adds back, ``y(valid - 24 h)``, are missing at some forecast points."""
 
 
 class UnvalidatedStepWarning(UserWarning):

@@ -29,12 +29,17 @@ import numpy as np
 import xarray as xr
 
 from . import seasonal
-from .errors import ConfigError, TimeAxisError
+from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_user
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "cycle_departure", "add_back", "add_cycle",
-           "cycle_change", "trend", "add_trend", "mask_like"]
+           "cycle_change", "trend", "add_trend", "mask_like",
+           "keep_diurnal", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
+#: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
+MAX_MISSING_REFERENCE = 0.05
+#: frames of ``y(valid - 24 h)`` read to measure that share (evenly spaced when there are more)
+REFERENCE_SAMPLE_FRAMES = 32
 
 
 def check(reference: str) -> str:
@@ -115,6 +120,32 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
     fix = ("reference='seasonal' (departures from each point's annual cycle, with a year of history or more) or "
            "reference='none'" if lag is None else "reference='none', or give more history / shorter hours")
     raise TimeAxisError("reference='diurnal' cannot be used: " + "; ".join(problems) + f". Pass {fix}.")
+
+
+def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int,
+                 auto: bool) -> tuple[str, int]:
+    """The diurnal reference, or ``("none", 0)`` where ``auto`` and too many of its values are missing.
+
+    A diurnal forecast is NaN wherever ``y(valid - 24 h)`` is missing (:func:`add_back`): on data
+    with half the cells missing, half of every forecast field. The share is read from at most
+    :data:`REFERENCE_SAMPLE_FRAMES` of those frames; above :data:`MAX_MISSING_REFERENCE` ``"auto"``
+    forecasts the variable itself, and any missing value warns (:class:`MissingReferenceWarning`).
+    """
+    idx = np.unique(np.asarray(inits)[:, None] + np.asarray(leads)[None, :] - lag)
+    if len(idx) > REFERENCE_SAMPLE_FRAMES:
+        idx = idx[np.linspace(0, len(idx) - 1, REFERENCE_SAMPLE_FRAMES).round().astype(int)]
+    share = float(y.isel({time_dim: idx}).isnull().mean())
+    if auto and share > MAX_MISSING_REFERENCE:
+        warn_user(f"{share:.1%} of the values y(valid - 24 h) a diurnal reference would add back are missing, so "
+                  "reference='auto' forecasts the variable itself (reference='none') and every point gets a "
+                  "forecast. Pass reference='diurnal' for departures from the same hour a day earlier (NaN where "
+                  "that value is missing), or fill the gaps first (ds.np.infill).", MissingReferenceWarning)
+        return "none", 0
+    if share > 0:
+        warn_user(f"{share:.1%} of the values y(valid - 24 h) the diurnal reference adds back are missing: the "
+                  "forecast (mean and std) is NaN there. Fill the gaps first (ds.np.infill) or pass "
+                  "reference='none'.", MissingReferenceWarning)
+    return "diurnal", int(lag)
 
 
 def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:

@@ -13,7 +13,7 @@ import geonp  # noqa: F401  registers ds.np
 from geonp import reference
 from geonp.calibrate_input import AUTO_CALIBRATION_INITS, calibration_inits
 from geonp.calibration import mean_weights, shrunk_mean_weights
-from geonp.errors import ConfigError, ModelMismatchError, TimeAxisError
+from geonp.errors import ConfigError, MissingReferenceWarning, ModelMismatchError, TimeAxisError
 from geonp.model import resolve_model
 
 
@@ -410,8 +410,9 @@ def test_no_std_where_the_diurnal_reference_leaves_the_mean_nan(data, monkeypatc
     gappy = data.copy(deep=True)
     init = len(data.time) - 1
     gappy.t2m[init + 1 - 24, :2, :3] = np.nan  # the reference of lead 1 at six cells (none of the context)
-    kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False}
-    fc = gappy.np.forecast("t2m", **kw)
+    kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False, "reference": "diurnal"}
+    with pytest.warns(MissingReferenceWarning, match=r"7.1% of the values y\(valid - 24 h\) .* NaN there"):
+        fc = gappy.np.forecast("t2m", **kw)
     assert fc.attrs["geonp_reference"] == "diurnal"
     nan = np.isnan(fc.t2m_mean.values)
     assert nan.sum() == 6 and nan[0, 0, :2, :3].all()
@@ -421,7 +422,26 @@ def test_no_std_where_the_diurnal_reference_leaves_the_mean_nan(data, monkeypatc
     blocks = []
     real = geonp.chunked.forecast_block
     monkeypatch.setattr(geonp.chunked, "forecast_block", lambda *a, **k: blocks.append(1) or real(*a, **k))
-    lazy = gappy.chunk({"time": 8}).np.forecast("t2m", chunks={"latitude": 3}, **kw)
+    with pytest.warns(MissingReferenceWarning):
+        lazy = gappy.chunk({"time": 8}).np.forecast("t2m", chunks={"latitude": 3}, **kw)
     assert isinstance(lazy.t2m_std.data, dask.array.Array) and blocks == []  # nothing computed yet
     np.testing.assert_allclose(lazy.t2m_std.values, fc.t2m_std.values, rtol=1e-5)  # NaN in the same places
     assert blocks
+
+
+def test_auto_forecasts_the_variable_itself_where_the_diurnal_reference_is_mostly_missing(data):
+    """Half the cells missing at random left half of every diurnal forecast NaN, silently (a new-user report)."""
+    import warnings
+
+    gappy = data.where(np.random.default_rng(1).random(data.t2m.shape) > 0.5)
+    kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False}
+    with pytest.warns(MissingReferenceWarning, match=r"of the values .* reference='auto' forecasts the variable"):
+        fc = gappy.np.forecast("t2m", **kw)
+    assert fc.attrs["geonp_reference"] == "none" and np.isfinite(fc.t2m_mean.values).all()
+    one = data.copy(deep=True)
+    one.t2m[len(data.time) - 24, 0, 0] = np.nan  # 1 of the 84 values added back: kept, and said
+    with pytest.warns(MissingReferenceWarning, match=r"1.2% .* NaN there"):
+        assert one.np.forecast("t2m", **kw).attrs["geonp_reference"] == "diurnal"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingReferenceWarning)
+        assert data.np.forecast("t2m", **kw).attrs["geonp_reference"] == "diurnal"
