@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from .allocator import keep_freed_memory
 from .checkpoint import check_destination, load_training_state, save_training_state
-from .errors import CheckpointError, ConfigError, InvalidBatchError, NonFiniteError
+from .errors import CheckpointError, ConfigError, InvalidBatchError, NonFiniteError, OutputExistsError
 from .models import Batch, NeuralProcess
 from .models.score import ScoreMod
 from .progress import bar_options
@@ -153,6 +153,7 @@ def train(
     checkpoint: str | os.PathLike | None = None,
     resume: bool = False,
     callback: Callable[[dict[str, Any]], bool | None] | None = None,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Train ``model`` in place on tasks drawn from ``data``.
 
@@ -178,6 +179,9 @@ def train(
         Called after each update with its history record (``step``, ``loss``, ``lr``,
         ``grad_norm`` before clipping, ``val``); ``model``'s ``.grad`` hold the clipped
         gradients. Return ``True`` to stop.
+    overwrite : bool
+        Start afresh over an existing ``checkpoint`` file (without it, and without ``resume``,
+        an existing file is refused: rerunning a crashed job's script would erase its state).
 
     Returns
     -------
@@ -192,7 +196,7 @@ def train(
     ConfigError
         ``resume=True`` without ``checkpoint``.
     OutputExistsError
-        ``checkpoint`` is an existing directory.
+        ``checkpoint`` is an existing directory, or an existing file with neither ``resume`` nor ``overwrite``.
     CheckpointError
         The checkpoint to resume from is missing (``CheckpointNotFoundError``), damaged,
         or of another model or config.
@@ -207,6 +211,10 @@ def train(
         raise ConfigError("resume=True needs checkpoint=<path of a training checkpoint>; pass it or set resume=False.")
     if checkpoint is not None:
         check_destination(checkpoint)  # before any training, not at the first write
+        if not (resume or overwrite) and os.path.exists(checkpoint):
+            raise OutputExistsError(
+                f"{checkpoint} already holds a training checkpoint; pass resume=True to continue it, "
+                "overwrite=True to start again over it, or another path.")
     keep_freed_memory()  # tile-sized temporaries reuse freed memory (geonp.allocator)
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]

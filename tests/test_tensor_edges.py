@@ -204,3 +204,15 @@ def test_loss__mean_over_points_and_output_variables():
         nll = -model(batch).log_prob(batch.yt)  # [b, nt, 2]
         expected = nll[batch.mt].sum() / (10 * 2)
         torch.testing.assert_close(model.loss(batch), expected)
+
+
+def test_misused_models_and_batches_get_typed_errors():
+    """A new-user report: a meta-device target tensor crashed in .item(); geodesic TNP-D ignored the metric."""
+    from geonp.errors import InvalidBatchError
+
+    model = build_model("bsa-tnp", "small", space_dims=2)
+    batch = Batch(xc=torch.rand(2, 10, 2), yc=torch.randn(2, 10, 1), xt=torch.rand(2, 5, 2, device="meta"))
+    with pytest.raises(InvalidBatchError, match=r"different devices \(xc on cpu, yc on cpu, xt on meta\).*batch.to"):
+        model(batch)
+    with pytest.raises(ConfigError, match="space_metric='geodesic' acts through the attention bias"):
+        build_model("tnp-d", "small", space_dims=2, space_metric="geodesic")

@@ -251,6 +251,21 @@ def test_train__resume_refuses_other_model(tmp_path):
         train(other, Sine(), cfg(), checkpoint=path, resume=True)
 
 
+
+def test_train__an_existing_checkpoint_is_kept_unless_resumed_or_overwritten(tmp_path):
+    """Rerunning a script without resume=True erased the earlier run's checkpoint (a new-user report)."""
+    from geonp.checkpoint import read_checkpoint
+    from geonp.errors import OutputExistsError
+
+    path = tmp_path / "run.pt"
+    train(tiny(), Sine(), cfg(steps=3), checkpoint=path)
+    with pytest.raises(OutputExistsError, match=r"run.pt already holds a training checkpoint; pass resume=True"):
+        train(tiny(), Sine(), cfg(steps=1), checkpoint=path)
+    assert read_checkpoint(path)["training"]["step"] == 3
+    train(tiny(), Sine(), cfg(steps=1), checkpoint=path, overwrite=True)
+    assert read_checkpoint(path)["training"]["step"] == 1
+
+
 def test_train__resume_warns_on_changed_settings(tmp_path, caplog):
     """Changed trajectory settings on resume are logged as a warning."""
     path = tmp_path / "run.pt"

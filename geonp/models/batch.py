@@ -107,7 +107,7 @@ class Batch:
         Raises
         ------
         InvalidBatchError
-            Wrong rank, feature count, batch size, dtype or mask shape.
+            Wrong rank, feature count, batch size, dtype or mask shape, or tensors on different devices.
         EmptyContextError
             A task has no (unmasked) context point.
         NonFiniteError
@@ -151,6 +151,12 @@ class Batch:
                     f"{name} has shape {tuple(m.shape)} and dtype {m.dtype}; expected a bool mask of shape "
                     f"{(b, n)} (True = real point). Build it with `tensor.bool()`."
                 )
+        devices = {name: getattr(self, name).device for name in ("xc", "yc", "xt", "yt", "zc", "zt", "mc", "mt")
+                   if getattr(self, name) is not None}
+        if len(set(devices.values())) > 1:
+            found = ", ".join(f"{name} on {d}" for name, d in devices.items())
+            raise InvalidBatchError(f"the batch's tensors are on different devices ({found}); move them to the "
+                                    "model's device together with batch.to(device).")
         if b == 0:
             raise InvalidBatchError("the batch has no tasks (batch size 0); pass at least one task.")
         if nt == 0:

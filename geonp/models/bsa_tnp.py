@@ -82,6 +82,12 @@ class KRConfig(ModelConfig):
                 f"space_metric='euclidean'), got space_dims={self.space_dims}, space_metric={self.space_metric!r}; "
                 "use position_moments=0."
             )
+        if self.space_metric != "euclidean" and not (self.attention_bias or self.proximity_features):
+            raise ConfigError(
+                f"space_metric={self.space_metric!r} acts through the attention bias, which this model (TNP-D, TNP-KR: "
+                "coordinates embedded in the tokens) does not have, so it would be ignored; use bsa-tnp for "
+                "lon/lat on the sphere, or leave space_metric out."
+            )
         if self.bias_covariates and not self.attention_bias:
             raise ConfigError("bias_covariates needs attention_bias=True (BSA-TNP).")
         if not self.attention_bias and not self.embed_coords:
