@@ -96,3 +96,25 @@ def test_forecast_targets_far_from_the_context_get_at_least_its_spread(monkeypat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds.isel(longitude=slice(0, 14)).np.forecast("t2m", **kw)  # all within a few units: no warning
+
+
+def test_a_frame_missing_whole_between_observed_frames_is_not_far_from_the_data():
+    """A frame missing whole is near the data: its places are observed an hour away.
+
+    Its std was raised to the prior's (3.5 x its error on ERA5), with a FarFromDataWarning advising to
+    predict nearer the data (a new-user report).
+    """
+    import pandas as pd
+
+    ds = _field(24)
+    frames = xr.concat([ds.t2m + 0.1 * k for k in range(5)], dim="time").assign_coords(
+        time=pd.date_range("2020-01-01", periods=5, freq="h"))
+    gappy = frames.to_dataset().copy(deep=True)
+    gappy["t2m"][2] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FarFromDataWarning)
+        out = gappy.np.infill("t2m", time_window=1)
+    err = np.sqrt(np.mean((out.t2m_mean.values[2] - frames.values[2]) ** 2))
+    spread = float(frames.isel(time=slice(1, 4)).std())
+    std = float(out.t2m_std.values[2].mean())
+    assert np.isfinite(std) and std < 0.5 * spread and err < std, (err, std, spread)
