@@ -158,9 +158,12 @@ def _refuse_time_not_dates(ds: xr.Dataset, da: xr.DataArray) -> None:
         c = ds[dim]
         if str(dim).lower() in _TIME_DIMS or c.attrs.get("standard_name") == "time" or c.attrs.get("axis") == "T":
             example = c.values.flat[0] if c.size else None
+            units = c.attrs.get("units")
+            undecoded = (f" (its units {units!r} are not CF time units, '<unit> since <date>', so they were not "
+                         "decoded)" if isinstance(units, str) and units.strip() else "")
             raise TimeAxisError(
-                f"{str(dim)!r} holds {c.dtype} values such as {example!r}, not dates; geonp would predict each of "
-                "its steps alone, without the frames around it. Assign datetimes (e.g. "
+                f"{str(dim)!r} holds {c.dtype} values such as {example!r}, not dates{undecoded}; geonp would predict "
+                "each of its steps alone, without the frames around it. Assign datetimes (e.g. "
                 f"ds[{str(dim)!r}] = pd.to_datetime(ds[{str(dim)!r}].values)) or CF units such as 'hours since "
                 f"2019-03-01' and decode them (xr.decode_cf); if it is not time, rename the dim "
                 f"(ds.rename({{{str(dim)!r}: 'member'}})).")

@@ -337,3 +337,10 @@ def test_an_empty_selection_is_named():
         geo.describe(ds.sel(latitude=slice(ds.latitude.values.max() + 1, ds.latitude.values.max() + 2)))
     with pytest.raises(CoordinateError, match=r"no values along \['time'\]"):
         geo.describe(ds.isel(time=slice(0, 0)))
+
+
+def test_time_units_that_did_not_decode_are_named():
+    """'hours after 2019-03-04' is not CF: the values stayed numbers, and the error did not say why."""
+    ds = grid(times=3).assign_coords(time=("time", np.arange(3.0), {"units": "hours after 2019-03-04"}))
+    with pytest.raises(TimeAxisError, match=r"not dates \(its units 'hours after 2019-03-04' are not CF time units"):
+        geo.describe(ds)
