@@ -445,3 +445,12 @@ def test_auto_forecasts_the_variable_itself_where_the_diurnal_reference_is_mostl
     with warnings.catch_warnings():
         warnings.simplefilter("error", MissingReferenceWarning)
         assert data.np.forecast("t2m", **kw).attrs["geonp_reference"] == "diurnal"
+
+
+def test_auto_says_when_hours_beyond_a_day_drop_the_diurnal_reference(data):
+    """--hours 25 silently forecast without the reference, 13-27 % worse at +1..+6 h (a new-user report)."""
+    with pytest.warns(MissingReferenceWarning, match="hours=25 reaches beyond 24 h.*hours=6"):
+        assert reference.resolve("auto", 1.0, first_init=30, max_lead_hours=25) == ("none", 0)
+    with pytest.warns(MissingReferenceWarning, match="hours=25"):  # and through the accessor
+        fc = data.np.forecast("t2m", hours=25, model="te-pt-tnp", context_frames=2, calibrate=False)
+    assert fc.attrs["geonp_reference"] == "none"
