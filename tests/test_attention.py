@@ -488,3 +488,15 @@ def test_inputs_that_do_not_fit_together_are_refused(fn):
         fn(q, k, v, score, xq, xk, torch.ones(1, 20))
     with pytest.raises(InvalidBatchError, match=r"key_mask must be boolean \[1, 20\].*\(1, 19\)"):
         fn(q, k, v, score, xq, xk, torch.ones(1, 19, dtype=torch.bool))
+
+
+def test_tiled_attention_with_no_keys_is_dense_attentions_zeros():
+    """Zero keys raised a TypeError in the tiled kernel, where dense gave zeros (a new-user report)."""
+    q = torch.randn(1, 4, 10, 8, requires_grad=True)
+    k, v = torch.randn(1, 4, 0, 8), torch.randn(1, 4, 0, 8)
+    score, xq, xk = RBFBias(4, 5, (0, 1)), torch.rand(1, 10, 2), torch.rand(1, 0, 2)
+    out = tiled_attention(q, k, v, score, xq, xk)
+    torch.testing.assert_close(out, dense_attention(q, k, v, score, xq, xk))
+    out.sum().backward()
+    assert q.grad is not None and not q.grad.any()
+    assert torch.isneginf(tiled_attention(q, k, v, return_lse=True)[1]).all()

@@ -218,6 +218,9 @@ def tiled_attention(
     if b * h * nq == 0:  # nothing to compute (and torch's private CPU kernels crash on zero heads)
         out = q.new_zeros(b, h, nq, v.shape[-1]) + q[..., :1] * 0  # q is empty: no values, but a graph to q
         return (out, q.new_zeros(b, h, nq)) if return_lse else out
+    if nk == 0:  # no keys: an empty average, zeros, as dense_attention gives (log-sum-exp of nothing: -inf)
+        out = q.new_zeros(b, h, nq, v.shape[-1]) + (q.sum() + k.sum() + v.sum()) * 0  # keep the inputs' graph
+        return (out, q.new_full((b, h, nq), float("-inf"))) if return_lse else out
     dq, dk = (default_tiles(b, h, nq, nk) if q.device.type == "cpu"
               else default_tiles(b, h, nq, nk, GPU_TILE_ELEMENTS, GPU_K_TILE))
     q_tile = q_tile or dq
