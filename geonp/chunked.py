@@ -185,10 +185,6 @@ def _frame_chunks(n: int, size: int) -> list[np.ndarray]:
     return [np.arange(s, min(s + size, n)) for s in range(0, n, size)]
 
 
-def _assemble(blocks: np.ndarray) -> da.Array:
-    return da.block(blocks.tolist())
-
-
 def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chunks: dict, device: str,
                 batch_size: int = 8, calibration=None) -> tuple[da.Array, da.Array]:
     """Lazy mean and std with the output dims ``extra..., time, *target space``.
@@ -235,7 +231,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                 full = (1,) * len(e) + (len(fr),) + shape
                 means[(*e, fi, *pos)] = da.from_delayed(blk[0], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
                 stds[(*e, fi, *pos)] = da.from_delayed(blk[1], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
-    return _assemble(means), _assemble(stds)
+    return da.block(means.tolist()), da.block(stds.tolist())
 
 
 def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, inits: np.ndarray, leads: np.ndarray,
@@ -287,7 +283,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 full = (1,) * len(e) + inner
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)
-    return _assemble(means), _assemble(stds)
+    return da.block(means.tolist()), da.block(stds.tolist())
 
 
 def _window(problem: Problem, e: tuple, lo: int, hi: int, sel):

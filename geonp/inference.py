@@ -190,21 +190,16 @@ def _far_floors(tasks, gaps) -> list[np.ndarray | None]:
     return out
 
 
-def _near_in_time(tasks, gaps, own, n_tgt: int) -> list[np.ndarray | None]:
-    """``gaps`` (to each target's own frame's context) lowered to the space-time distance to the whole context.
+def _near_in_time(task: Task | None, gap: np.ndarray | None) -> np.ndarray | None:
+    """``gap`` (to each target's own frame's context) lowered to the space-time distance to the whole context.
 
     A frame missing whole between observed frames is not far from the data: its places are observed
     a step or two away in time (model units of space and time alike). Its std was raised to the
     prior's, 3.5 x its error on ERA5, with a warning to predict nearer the data.
     """
-    out = []
-    for t, g, where in zip(tasks, gaps, own):
-        if t is None or g is None or not (g > FAR_FROM_DATA_UNITS).any():
-            out.append(g)
-            continue
-        rows = np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for _, k in where])
-        out.append(np.minimum(g, nearest_distance(t.xt[rows, :3], t.xc[:, :3])))
-    return out
+    if task is None or gap is None or not (gap > FAR_FROM_DATA_UNITS).any():
+        return gap
+    return np.minimum(gap, nearest_distance(task.xt[:, :3], task.xc[:, :3]))
 
 
 def _gap_to_past(task: Task, n_points: int) -> np.ndarray:
@@ -296,18 +291,21 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     own = _group_places(groups, frames)
     tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
     # each target's distance to its frame's context (model units, before any coarsening): for the std
-    # factors per gap size, the prior's std far from the data, and coarsening at targets= points
+    # factors per gap size, the prior's std far from the data (with the other frames), and coarsening
     gaps = [None if t is None else gap_to_context(t) for t in tasks]
     n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
     deep = _deepest_gaps(window, n_source, groups, gaps, meta)
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
+    # the prior's std far from the data: the other frames count too, in space and time; for the block's own
+    # targets, as `places` keeps them
+    far = [_near_in_time(t, g) for t, g in zip(tasks, gaps)]
     own_gaps = [None if g is None else np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where])
-                for g, where in zip(gaps, own)]  # those of the block's own targets, as `places` keeps them
+                for g, where in zip(far, own)]
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"],
                                                  mean_weight=norm.infill_mean_weight),
-                len(frames), n_tgt, places, floors=_far_floors(tasks, _near_in_time(tasks, own_gaps, own, n_tgt)))
+                len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
