@@ -294,7 +294,11 @@ def gap_reach(problem: Problem, quantile: float = 0.99, frames: int = 16, points
             missing = missing[np.linspace(0, len(missing) - 1, min(points, len(missing))).round().astype(int)]
             gaps.append(nearest_distance(xy[missing], xy[seen]))
     gaps = np.concatenate(gaps)
-    return float(np.quantile(gaps, quantile)) if len(gaps) else 0.0
+    if not len(gaps):
+        return 0.0
+    with np.errstate(invalid="ignore"):  # between two inf (frames without observations): inf - inf
+        reach = float(np.quantile(gaps, quantile))
+    return float("inf") if np.isnan(reach) else reach
 
 
 def window_task(values) -> Delayed:
