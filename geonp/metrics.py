@@ -113,6 +113,7 @@ def gaussian_scores(dist: Normal, y: Tensor, mask: Tensor | None = None, level: 
     --------
     >>> import torch
     >>> from torch.distributions import Normal
+    >>> from geonp.metrics import gaussian_scores  # also geonp.synthetic.scores
     >>> s = gaussian_scores(Normal(torch.zeros(2), torch.ones(2)), torch.zeros(2))
     >>> sorted(s), s["rmse"]
     (['coverage', 'crps', 'mae', 'nll', 'rmse'], 0.0)

@@ -488,6 +488,18 @@ def test_inputs_that_do_not_fit_together_are_refused(fn):
         fn(q, k, v, score, xq, xk, torch.ones(1, 20))
     with pytest.raises(InvalidBatchError, match=r"key_mask must be boolean \[1, 20\].*\(1, 19\)"):
         fn(q, k, v, score, xq, xk, torch.ones(1, 19, dtype=torch.bool))
+    with pytest.raises(InvalidBatchError, match="RBFBias does not fit.*the bias has 3 heads, the attention 4"):
+        fn(q, k, v, RBFBias(3, 5, (0, 1)), xq, xk)
+    with pytest.raises(InvalidBatchError, match=r"SumBias does not fit.*reads coordinate columns \(5,\) of 2"):
+        fn(q, k, v, SumBias([score, RBFBias(4, 3, (5,))]), xq, xk)
+    with pytest.raises(InvalidBatchError, match="TEScore does not fit.*TEScore\\(4, 2\\)"):
+        fn(q, k, v, TEScore(4, 3), xq, xk)
+    with pytest.raises(InvalidBatchError, match="xq and xk need the same coordinate columns"):
+        fn(q, k, v, score, xq, torch.rand(1, 20, 3))
+    with pytest.raises(InvalidBatchError, match="one floating dtype; got torch.float64, torch.float32"):
+        fn(q.double(), k, v)
+    with pytest.raises(InvalidBatchError, match="one floating dtype; got torch.int64"):
+        fn(*(torch.ones(1, 4, 10, 8, dtype=torch.long) for _ in range(3)))
 
 
 def test_tiled_attention_with_no_keys_is_dense_attentions_zeros():

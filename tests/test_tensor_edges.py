@@ -216,3 +216,51 @@ def test_misused_models_and_batches_get_typed_errors():
         model(batch)
     with pytest.raises(ConfigError, match="space_metric='geodesic' acts through the attention bias"):
         build_model("tnp-d", "small", space_dims=2, space_metric="geodesic")
+
+
+# 12. values the float32 models cannot compute on, a loss with nothing to average, seeded weights
+
+
+def test_values_too_large_for_float32_are_refused_by_name():
+    """Values of 1e25 in yc gave non-finite predictions without a word (a new-user report); 1e18 still computes."""
+    from geonp.errors import NonFiniteError
+
+    torch.manual_seed(0)
+    model = build_model("bsa-tnp", "small", space_dims=2, num_layers=1).eval()
+    xc, xt = torch.rand(2, 10, 2), torch.rand(2, 5, 2)
+    with torch.no_grad():
+        out = model(Batch(xc=xc, yc=torch.rand(2, 10, 1) * 1e18, xt=xt))
+    assert torch.isfinite(out.loc).all() and torch.isfinite(out.scale).all()
+    with pytest.raises(NonFiniteError, match=r"yc contains 20 values beyond ±1e\+18 \(largest \d\.\d+e\+25\).*order 1"):
+        model(Batch(xc=xc, yc=torch.randn(2, 10, 1) * 1e25, xt=xt))
+    with pytest.raises(NonFiniteError, match=r"xt contains 2 values beyond"):
+        model(Batch(xc=xc, yc=torch.randn(2, 10, 1), xt=torch.cat([xt[:, :4], torch.full((2, 1, 2), 1e30)], 1),
+                    mt=torch.tensor([[True] * 5, [True] * 4 + [False]])))
+    with pytest.raises(NonFiniteError, match="2 NaN or infinite values"):
+        model(Batch(xc=xc, yc=torch.randn(2, 10, 1), xt=torch.cat([xt[:, :4], torch.full((2, 1, 2), 1e30)], 1),
+                    mt=torch.tensor([[True] * 5, [True] * 4 + [False]])).to(dtype=torch.float16))
+
+
+def test_loss__refuses_a_batch_whose_targets_are_all_masked():
+    """It returned 0 (no gradient, a silent step) when mt was all False."""
+    from geonp.errors import InvalidBatchError
+
+    model = build_model("bsa-tnp", "small", space_dims=2, num_layers=1)
+    batch = Batch(xc=torch.rand(2, 10, 2), yc=torch.randn(2, 10, 1), xt=torch.rand(2, 5, 2), yt=torch.randn(2, 5, 1),
+                  mt=torch.zeros(2, 5, dtype=torch.bool))
+    with pytest.raises(InvalidBatchError, match=r"every target point of the batch is masked \(mt all False\)"):
+        model.loss(batch)
+    one_real = Batch(**{**batch.__dict__, "mt": torch.tensor([[False] * 5, [True] + [False] * 4])})
+    assert torch.isfinite(model.loss(one_real))
+
+
+def test_build_model__seed_gives_repeatable_weights_and_keeps_the_global_state():
+    """TrainConfig.seed seeds the batches only; the README's 'seeded' needed the weights seeded too."""
+    state = torch.random.get_rng_state()
+    a, b, c = (build_model("te-pt-tnp", "small", space_dims=2, seed=s) for s in (3, 3, 4))
+    assert torch.equal(state, torch.random.get_rng_state())
+    same = [torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())]
+    other = [torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values())]
+    assert all(same) and not all(other)
+    with pytest.raises(ConfigError, match="seed must be an integer or None, got 1.5"):
+        build_model("bsa-tnp", seed=1.5)

@@ -86,6 +86,9 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, score: ScoreMod | None = None,
     found = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise InvalidBatchError(f"attention takes q, k and v of rank 4 [batch, heads, points, features]; got {found}.")
+    if not (q.dtype == k.dtype == v.dtype and q.dtype.is_floating_point):
+        raise InvalidBatchError(f"attention needs q, k and v of one floating dtype; got {q.dtype}, {k.dtype} and "
+                                f"{v.dtype}. Convert them with .to(q.dtype).")
     b, h, nq, d = q.shape
     if k.shape[:2] != (b, h) or v.shape[:3] != k.shape[:3] or k.shape[3] != d:
         raise InvalidBatchError(
@@ -97,6 +100,12 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, score: ScoreMod | None = None,
             if x is None or x.dim() != 3 or x.shape[:2] != (b, n):
                 got = None if x is None else tuple(x.shape)
                 raise InvalidBatchError(f"a score needs coordinates {name} [{b}, {n}, columns] for {found}; got {got}.")
+        if xq.shape[2] != xk.shape[2]:
+            raise InvalidBatchError(f"xq and xk need the same coordinate columns; got {tuple(xq.shape)} and "
+                                    f"{tuple(xk.shape)}.")
+        problem = score.misfit(h, xq.shape[2])
+        if problem is not None:
+            raise InvalidBatchError(f"{type(score).__name__} does not fit {found}: {problem}.")
     if key_mask is not None and (key_mask.dtype != torch.bool or tuple(key_mask.shape) != (b, nk)):
         raise InvalidBatchError(f"key_mask must be boolean [{b}, {nk}] (True for a real key) for {found}; got "
                                 f"{key_mask.dtype} {tuple(key_mask.shape)}. Use mask.bool().")

@@ -128,6 +128,9 @@ class NeuralProcess(nn.Module):
         """
         if batch.yt is None:
             raise InvalidBatchError("the batch has no target values yt; the loss needs them. Pass yt [b, nt, y_dims].")
+        if batch.mt is not None and batch.mt.dtype == torch.bool and not bool(batch.mt.any()):
+            raise InvalidBatchError("every target point of the batch is masked (mt all False): the loss has "
+                                    "nothing to average. Mark real targets True in mt, or skip this batch.")
         yt = batch.zero_padding().yt.to(next(self.parameters()).dtype)
         return masked_nll(self(batch), yt, batch.mt)
 

@@ -14,6 +14,10 @@ from torch import Tensor
 
 from ..errors import EmptyContextError, InvalidBatchError, NonFiniteError
 
+#: largest magnitude of a coordinate, value or covariate the models accept: beyond it float32 sums of
+#: squares (layer norms, distances) overflow and the outputs are no longer finite
+MAX_ABS = 1e18
+
 __all__ = ["Batch"]
 
 
@@ -178,14 +182,20 @@ class Batch:
                 if t is None:
                     continue
                 mask = self.mc if name.endswith("c") else self.mt
-                bad = ~torch.isfinite(t)
+                # NaN, infinite, or so large that float32 squares overflow (the limit in t's dtype stays finite)
+                bad = ~(t.abs() <= min(MAX_ABS, torch.finfo(t.dtype).max))
                 if mask is not None:
                     bad = bad & mask[..., None]
                 if bool(bad.any()):
+                    huge = int((bad & torch.isfinite(t)).sum())
+                    if huge == 0:
+                        raise NonFiniteError(
+                            f"{name} contains {int(bad.sum())} NaN or infinite values; expected finite values. Drop "
+                            "missing points (or mark them as padding with the mask) before calling the model.")
                     raise NonFiniteError(
-                        f"{name} contains {int(bad.sum())} NaN or infinite values; expected finite values. "
-                        "Drop missing points (or mark them as padding with the mask) before calling the model."
-                    )
+                        f"{name} contains {huge} values beyond ±{MAX_ABS:.0e} (largest {float(t.abs().max()):.3g}); "
+                        "the models compute in float32 and expect standardised values of order 1. Subtract the "
+                        "mean and divide by the spread (or rescale the coordinates) before calling the model.")
 
 
 def _check(t: Tensor, name: str, ndim: int, last: int, what: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+import torch
+
 from ..errors import ConfigError, UnknownOptionError
 from .base import ModelConfig, NeuralProcess
 
@@ -66,6 +68,7 @@ def build_model(
     time_dims: int = 0,
     covariate_dims: int = 0,
     y_dims: int = 1,
+    seed: int | None = None,
     **overrides: Any,
 ) -> NeuralProcess:
     """Build a model by name.
@@ -78,6 +81,10 @@ def build_model(
         ``"paper"`` is the seeds' configuration; ``"small"`` a CPU-sized one.
     space_dims, time_dims, covariate_dims, y_dims : int
         Columns of space and time in ``xc``/``xt``, of covariates ``zc``/``zt``, of values ``yc``.
+    seed : int, optional
+        Seed of the initial weights (the same seed gives the same weights; torch's global random state is
+        left as it was). ``None`` draws them from the global state. :class:`~geonp.train.TrainConfig`'s
+        ``seed`` seeds the training batches, not these.
     **overrides
         Any other config field (see the model's config class).
 
@@ -97,7 +104,13 @@ def build_model(
         spec.name, preset, space_dims=space_dims, time_dims=time_dims, covariate_dims=covariate_dims, y_dims=y_dims,
         **overrides,
     )
-    return spec.model_cls(config)
+    if seed is None:
+        return spec.model_cls(config)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer or None, got {seed!r}.")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return spec.model_cls(config)
 
 
 def model_from_config(name: str, config: dict[str, Any]) -> NeuralProcess:

@@ -68,6 +68,10 @@ class ScoreMod(nn.Module):
         """Logits ``[b, h, nq, nk]`` from scaled dot products ``scores`` and coordinates."""
         return scores + self.bias(xq, xk)
 
+    def misfit(self, heads: int, columns: int) -> str | None:
+        """Why this score cannot serve ``heads`` heads on ``columns`` coordinate columns (``None``: it can)."""
+        return None
+
 
 def key_padding(key_mask: Tensor, dtype: torch.dtype) -> Tensor:
     """``[b, nk]``: 0 at real keys (``key_mask`` True), :data:`MASKED` at padded ones."""

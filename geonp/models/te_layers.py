@@ -51,6 +51,7 @@ class TEScore(ScoreMod):
 
     def __init__(self, num_heads: int, coord_dims: int, hidden: tuple[int, ...] = (32, 32)) -> None:
         super().__init__()
+        self.num_heads, self.coord_dims = num_heads, coord_dims
         layers: list[nn.Module] = []
         width = num_heads + coord_dims
         for w in hidden:
@@ -63,6 +64,12 @@ class TEScore(ScoreMod):
         diff = xq[:, :, None, :] - xk[:, None, :, :]  # [b, nq, nk, c]
         pair = torch.cat((scores.permute(0, 2, 3, 1), diff.to(scores.dtype)), dim=-1)  # [b, nq, nk, h + c]
         return self.mlp(pair).permute(0, 3, 1, 2)  # [b, h, nq, nk]
+
+    def misfit(self, heads: int, columns: int) -> str | None:
+        if (self.num_heads, self.coord_dims) != (heads, columns):
+            return (f"the score takes {self.num_heads} heads and {self.coord_dims} coordinate columns, the attention "
+                    f"has {heads} and {columns}; build it with TEScore({heads}, {columns})")
+        return None
 
 
 class TEAttention(nn.Module):
