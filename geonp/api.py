@@ -199,7 +199,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         return members.split(partial(_forecast, part=True, **members.drop_chunks(options, layout.extra_dims)), obj,
                              var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
-    timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
+    late = timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
     asked = _reference_of(m, reference)
@@ -214,7 +214,8 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
-        kind=kind, raw=ds.isel(past) if kind != "none" else None, halo=halo, tile=tile)
+        kind=kind, raw=ds.isel(past) if kind != "none" else None, halo=halo, tile=tile,
+        max_lead=calibrate_input.calibrated_leads(n_leads + late, history, int(m.settings["context_frames"]), lag))
     calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)

@@ -35,6 +35,10 @@ __all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "che
 #: initial times the history must hold before a forecast calibrates the shipped weights by default
 AUTO_CALIBRATION_INITS = 24
 
+#: most leads (frames) a forecast calibration covers (it covers the leads asked for, at least
+#: :data:`~geonp.fitting.MAX_LEAD`); its 64 tasks' targets are spread over them
+MAX_CALIBRATED_LEAD = 48
+
 #: values of the variable a calibration of shipped weights reads (its 64 tasks need far fewer)
 CALIBRATION_VALUES = 4_000_000
 
@@ -113,14 +117,26 @@ def note(model: Model, calibration: Delayed | None, how: str) -> str:
     return how if calibration is not None else "when fitted" if "calibration" in model.metadata else "no"
 
 
-def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) -> int:
-    """Initial times in ``history_frames`` frames with every calibrated lead (up to :data:`MAX_LEAD`) inside them.
+def calibration_inits(history_frames: int, context_frames: int, lag: int = 0, max_lead: int = MAX_LEAD) -> int:
+    """Initial times in ``history_frames`` frames with every calibrated lead (up to ``max_lead``) inside them.
 
     Each needs ``context_frames`` frames up to it, plus ``lag`` frames before those when the
     forecast is of departures from the same hour a day earlier (``reference="diurnal"``).
-    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`.
+    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`
+    with :data:`~geonp.fitting.MAX_LEAD` leads.
     """
-    return max(0, int(history_frames) - int(lag) - int(context_frames) - MAX_LEAD + 1)
+    return max(0, int(history_frames) - int(lag) - int(context_frames) - int(max_lead) + 1)
+
+
+def calibrated_leads(leads: int, history_frames: int, context_frames: int, lag: int = 0) -> int:
+    """Leads (frames) a forecast calibration covers: ``leads``, as far as the history allows.
+
+    At least :data:`~geonp.fitting.MAX_LEAD`, at most :data:`MAX_CALIBRATED_LEAD`, and no more than
+    leave :data:`AUTO_CALIBRATION_INITS` initial times in the history. Longer leads take the last
+    calibrated lead's fields.
+    """
+    room = int(history_frames) - int(lag) - int(context_frames) - AUTO_CALIBRATION_INITS + 1
+    return int(max(MAX_LEAD, min(int(leads), MAX_CALIBRATED_LEAD, room)))
 
 
 def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_values: int | None = None) -> dict:
@@ -167,14 +183,15 @@ def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_
 def calibration_fields(model: str, ds: xr.Dataset, layout: geo.Layout, task: str, *, auto: bool = False,
                        kind: str = "none", raw: xr.Dataset | None = None, time_window: int | None = None,
                        context_frames: int | None = None, halo: float | None = None,
-                       tile: float | None = None) -> dict:
+                       tile: float | None = None, max_lead: int = MAX_LEAD) -> dict:
     """The :data:`CALIBRATION_FIELDS` of shipped weights ``model`` calibrated on ``ds`` (forward passes only).
 
     The same calibration as ``fit(steps=0)``, on the data being predicted: held-out observed
     points for infill (the gaps are never read); for forecasts ``ds`` is the history up to the first
     initial time (``raw``: the variable itself when ``ds`` holds departures from a ``kind``
     reference). ``ds`` is already the bounded sample (:func:`delayed_calibration` cuts it).
-    ``halo`` and ``tile`` size the calibration's tasks like the prediction windows they calibrate.
+    ``halo`` and ``tile`` size the calibration's tasks like the prediction windows they calibrate;
+    forecasts calibrate leads ``1 … max_lead`` (frames).
     Runs dask's synchronous scheduler inside, as it is itself a task of the prediction's graph.
 
     Raises
@@ -187,7 +204,7 @@ def calibration_fields(model: str, ds: xr.Dataset, layout: geo.Layout, task: str
         with dask.config.set(scheduler="synchronous"):
             fitted = fit_model(ds, layout, model=model, task=task, max_time=None, steps=0, seed=0, covariates=(),
                                progress=False, raw_ds=raw, reference=kind, half_window=time_window,
-                               context_frames=context_frames, halo=halo, tile=tile)
+                               context_frames=context_frames, halo=halo, tile=tile, max_lead=max_lead)
     except NoDataError as exc:
         if auto:
             return {}
@@ -251,7 +268,7 @@ def _frames_needed(name: str, task: str, options: dict) -> int:
     settings = {**default_settings(name), **check_settings(half_window=options.get("time_window"),
                                                            context_frames=options.get("context_frames"))}
     if task == "forecast":
-        return settings["context_frames"] + MAX_LEAD + AUTO_CALIBRATION_INITS - 1
+        return settings["context_frames"] + int(options.get("max_lead", MAX_LEAD)) + AUTO_CALIBRATION_INITS - 1
     return 16 * (2 * settings["half_window"] + 1)
 
 

@@ -235,7 +235,7 @@ def fit_model(
     if (reference := train_options.pop("reference", None)) is not None:
         settings["reference"] = reference
     sconf = SamplerConfig(task=task, half_window=settings["half_window"], context_frames=settings["context_frames"],
-                          max_lead=MAX_LEAD)
+                          max_lead=int(train_options.pop("max_lead", MAX_LEAD)))
     sampler = TaskSampler(values, window, norm, config=sconf)
 
     overrides = dict(OVERRIDES.get(name, {}))

@@ -351,17 +351,34 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
                 len(meta["frames"]), n_tgt, floors=_far_floors(tasks, gaps))
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
-    lead_frames = np.asarray(meta["lead_frames"])
-    out[1] *= np.asarray(norm.std_factor(lead_frames), dtype=np.float32).reshape(-1, 1)
+    # the calibration's per-lead fields at each forecast's lead from its newest observed frame (its own lead when
+    # the initial frame is observed; the initial frame and the one before it not yet delivered: lead + 2)
+    lead_frames = np.asarray(meta["lead_frames"])[None, :] + frame_age(values, meta["frames"])[:, None]
+
+    def per_lead(field: np.ndarray | float) -> np.ndarray:
+        return np.broadcast_to(np.asarray(field, dtype=np.float32), lead_frames.shape)[..., None]
+
+    out[1] *= per_lead(norm.std_factor(lead_frames))
     extra = norm.std_extra(lead_frames)
     if extra is not None:
-        out[1] = np.sqrt(out[1] ** 2 + extra.astype(np.float32).reshape(-1, 1) ** 2)
+        out[1] = np.sqrt(out[1] ** 2 + per_lead(extra) ** 2)
     weight = norm.mean_weight(lead_frames)
     if weight is not None and persistence is not None:
         p = np.asarray(persistence, dtype=np.float32).reshape(len(meta["frames"]), 1, -1)
         damping = norm.damping(lead_frames)
-        c = np.float32(1.0) if damping is None else damping.astype(np.float32).reshape(1, -1, 1)
+        c = np.float32(1.0) if damping is None else per_lead(damping)
         # where the initial value is missing the network's mean stands in for it (kept as it is when c = 1)
         p = np.where(np.isfinite(p), p, out[0])
-        out[0] = c * p + weight.astype(np.float32).reshape(1, -1, 1) * (out[0] - p)
+        out[0] = c * p + per_lead(weight) * (out[0] - p)
     return out.reshape(2, len(meta["frames"]), len(leads), *meta["tile_shape"])
+
+
+def frame_age(values: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """Frames from each of ``frames`` back to the newest frame of ``values`` at or before it with an observation.
+
+    ``values`` is a window ``[frames, ...]``; 0 where the frame itself is observed, and where no frame before
+    it is (such a forecast has no context and no value).
+    """
+    seen = np.isfinite(np.asarray(values)).reshape(len(values), -1).any(1)
+    newest = np.maximum.accumulate(np.where(seen, np.arange(len(seen)), -1))[np.asarray(frames, dtype=np.intp)]
+    return np.where(newest >= 0, np.asarray(frames) - newest, 0)

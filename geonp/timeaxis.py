@@ -224,27 +224,31 @@ def warn_short_history(times: np.ndarray, inits: np.ndarray) -> None:
 EMPTY_INIT_CHECK = 32
 
 
-def warn_empty_init(values, time_dim: str, times: np.ndarray, inits: np.ndarray) -> None:
+def warn_empty_init(values, time_dim: str, times: np.ndarray, inits: np.ndarray) -> int:
     """Warn when an initial frame holds no observation (data not yet arrived, say): the forecast starts earlier.
 
     ``values`` is the variable (lazy or not); only the initial frames are read, and only up to
-    :data:`EMPTY_INIT_CHECK` of them.
+    :data:`EMPTY_INIT_CHECK` of them. Returns the frames from the last empty initial frame back to the
+    newest observed frame before it (0 when every initial frame is observed or none is found within two days):
+    its forecasts are that many frames longer than their leads say.
     """
     if len(inits) > EMPTY_INIT_CHECK:
-        return
+        return 0
     frames = values.isel({time_dim: np.asarray(inits)})
     seen = np.asarray(frames.notnull().any([d for d in frames.dims if d != time_dim]).values)
     if seen.all():
-        return
+        return 0
     empty = np.asarray(inits)[~seen]
     last, lo = int(empty.max()), max(0, int(empty.max()) - 48)  # the last observed frame within two days before
     window = values.isel({time_dim: slice(lo, last + 1)})
     has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)
-    hint = f" The last observed time before it is {times[lo + np.flatnonzero(has)[-1]]}." if has.any() else ""
+    newest = lo + int(np.flatnonzero(has)[-1]) if has.any() else None
+    hint = f" The last observed time before it is {times[newest]}." if newest is not None else ""
     warn_user(
         f"init_time {', '.join(str(times[i]) for i in empty[:3])} has no observed value: the forecast starts from "
-        f"the frames before it, without persistence.{hint} Pass init_time= an observed time to start from the data.",
-        ShortHistoryWarning)
+        f"the frames before it, without persistence, and its std is calibrated for the lead from the last observed "
+        f"frame.{hint} Pass init_time= an observed time to start from the data.", ShortHistoryWarning)
+    return 0 if newest is None else last - newest
 
 
 def parse_duration(value: float | int | str | None) -> float | None:
