@@ -260,6 +260,8 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if trend_w is not None:
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w,
                                          ref_change)
+    if kind == "diurnal":  # leads beyond a day add the forecast of a day earlier
+        out[name], out[f"{layout.var}_std"] = references.chain_days(out[name], out[f"{layout.var}_std"], lag)
     # no uncertainty without a prediction: where y(valid - 24 h) is missing the mean is NaN, and so the std (lazily)
     out[f"{layout.var}_std"] = references.mask_like(out[f"{layout.var}_std"], out[name])
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time

@@ -15,6 +15,11 @@ import numpy as np
 __all__ = ["Blend", "mean_weights", "shrunk_mean_weights", "lag_regression"]
 
 
+#: leads (frames) of a forecast of departures from the day before that keep undamped persistence (``c = 1``)
+#: when longer ones are damped: the default forecast's six, whose blend was cross-validated that way
+UNDAMPED_LEADS = 6
+
+
 class Blend(NamedTuple):
     """Per-lead weights of the calibrated forecast mean ``c * P + w * (N - P) + v * T`` (lead 1 first).
 
@@ -37,16 +42,16 @@ def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads
     instead (forecasts of departures from an annual cycle, whose expectation is 0: the history's
     lag regression, :func:`lag_regression`), and ``w`` and ``v`` are fitted given it. ``w`` is
     clipped to [0, 1.5] and ``v`` to [-0.5, 1.5] (``v`` refitted when ``w`` was clipped); a lead
-    without usable points gets ``w = 1, v = 0`` (``w = 0`` with ``damping``), and ``trend=None``
-    fits no trend.
+    without usable points gets ``w = 1, v = 0`` (``w = 0`` where damped; NaN in ``damping`` leaves
+    that lead undamped), and ``trend=None`` fits no trend.
     """
     f_all = np.zeros_like(mean) if trend is None else np.where(np.isfinite(trend), trend, 0.0)
-    c_all = np.ones(max_lead) if damping is None else np.asarray(damping, dtype=np.float64)
+    w0, c_all = _damped(damping, max_lead)
     ws, vs = [], []
     for k in range(1, max_lead + 1):
         sel = (leads == k) & np.isfinite(persistence) & np.isfinite(mean) & np.isfinite(y)
         cols = {"w": mean[sel] - persistence[sel], "v": f_all[sel]}
-        fixed = {"w": 1.0 if damping is None else 0.0, "v": 0.0}
+        fixed = {"w": float(w0[k - 1]), "v": 0.0}
         free = [n for n in cols if float(cols[n] @ cols[n]) > 0]
         r = y[sel] - c_all[k - 1] * persistence[sel]
         for name, (lo, hi) in (("w", (0.0, 1.5)), ("v", (-0.5, 1.5))):
@@ -57,6 +62,17 @@ def mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray, leads
         ws.append(fixed["w"])
         vs.append(fixed["v"])
     return Blend(tuple(ws), tuple(vs), tuple(float(c) for c in c_all))
+
+
+def _damped(damping, max_lead: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per lead: the blend's weight ``w`` without data (and shrinkage target), and ``c``.
+
+    Undamped leads (``damping`` ``None``, or NaN at that lead) have ``c = 1`` and ``w = 1`` (the
+    network alone); damped ones their ``c`` and ``w = 0`` (damped persistence).
+    """
+    c = np.full(max_lead, np.nan) if damping is None else np.asarray(damping, dtype=np.float64)
+    undamped = ~np.isfinite(c)
+    return np.where(undamped, 1.0, 0.0), np.where(undamped, 1.0, c)
 
 
 def lag_regression(values: np.ndarray, t: np.ndarray, max_lead: int) -> tuple[float, ...]:
@@ -117,10 +133,10 @@ def shrunk_mean_weights(y: np.ndarray, mean: np.ndarray, persistence: np.ndarray
                          None if trend is None else f[fold != i], damping) for i in range(folds)]
     usable = np.isfinite(persistence) & np.isfinite(mean) & np.isfinite(y)
     grid = np.linspace(0.0, 1.0, steps)[:, None]
-    w0 = 1.0 if damping is None else 0.0
+    w0s = _damped(damping, max_lead)[0]
     ws, vs = [], []
     for k in range(1, max_lead + 1):
-        sse = np.zeros(len(grid))
+        sse, w0 = np.zeros(len(grid)), float(w0s[k - 1])
         for i, fit in enumerate(fits):
             sel = usable & (leads == k) & (fold == i)
             p, d, t = persistence[sel], mean[sel] - persistence[sel], f[sel]

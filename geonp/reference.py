@@ -74,7 +74,8 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
     context_frames : int
         Past frames used as context.
     max_lead_hours : float
-        Longest lead; the reference value ``y(valid - 24 h)`` must be observed, so at most 24 h.
+        Longest lead. Leads beyond 24 h, where ``y(valid - 24 h)`` is not yet observed, add the
+        forecast of 24 h earlier instead (:func:`chain_days`).
     n_frames : int, optional
         Frames in the data (fit): at least two days are needed to learn from departures.
     history_years : float, optional
@@ -106,8 +107,6 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
     if lag is None:
         problems.append(f"the time step ({step_hours:g} h) is not a sub-daily step that divides 24 h")
     else:
-        if max_lead_hours > 24:
-            problems.append(f"hours={max_lead_hours:g} is beyond 24 h, where y(valid - 24 h) is not yet observed")
         if first_init is not None and first_init - lag - (context_frames - 1) < 0:
             problems.append(f"the first initial time has {first_init} earlier frames; it needs "
                             f"{lag + context_frames - 1} (one day plus {context_frames - 1} context frames)")
@@ -116,11 +115,6 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
     if not problems:
         return "diurnal", int(lag)
     if ref == "auto":
-        if len(problems) == 1 and max_lead_hours > 24:  # only the leads stand in the way
-            warn_user(f"hours={max_lead_hours:g} reaches beyond 24 h, where y(valid - 24 h) is not yet observed, so "
-                      "reference='auto' forecasts the variable itself (reference='none'), also at the short leads "
-                      "(on ERA5 t2m +1..+6 h came out 13-27 % worse than with hours=6). Forecast up to 24 h to keep "
-                      "the diurnal reference.", MissingReferenceWarning)
         return "none", 0
     fix = ("reference='seasonal' (departures from each point's annual cycle, with a year of history or more) or "
            "reference='none'" if lag is None else "reference='none', or give more history / shorter hours")
@@ -136,7 +130,8 @@ def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.nd
     :data:`REFERENCE_SAMPLE_FRAMES` of those frames; above :data:`MAX_MISSING_REFERENCE` ``"auto"``
     forecasts the variable itself, and any missing value warns (:class:`MissingReferenceWarning`).
     """
-    idx = np.unique(np.asarray(inits)[:, None] + np.asarray(leads)[None, :] - lag)
+    leads = np.asarray(leads)
+    idx = np.unique(np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag)  # later leads chain (chain_days)
     if len(idx) > REFERENCE_SAMPLE_FRAMES:
         idx = idx[np.linspace(0, len(idx) - 1, REFERENCE_SAMPLE_FRAMES).round().astype(int)]
     share = float(y.isel({time_dim: idx}).isnull().mean())
@@ -192,13 +187,48 @@ def cycle_change(cycle: xr.DataArray, valid: np.ndarray, before: np.ndarray,
 
 def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
              leads: np.ndarray, lag: int) -> xr.DataArray:
-    """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``."""
-    idx = np.asarray(inits)[:, None] + np.asarray(leads)[None, :] - lag
-    if idx.min() < 0 or idx.max() > np.asarray(inits).max():
-        raise TimeAxisError("the diurnal reference needs y(valid - 24 h) observed at every lead; "
-                            "use hours <= 24 and initial times a day into the data.")
+    """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``, for leads up to ``lag``.
+
+    Longer leads are left as they are: :func:`chain_days` adds the forecast of ``lag`` frames earlier
+    to them (what comes after an initial time is never read).
+    """
+    leads = np.asarray(leads)
+    idx = np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag
+    if idx.size and idx.min() < 0:
+        raise TimeAxisError("the diurnal reference needs y(valid - 24 h) at every lead; use initial times a day "
+                            "into the data.")
+    if not idx.size:
+        return mean
     ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))}).transpose(*mean.dims)
-    return (mean + ref.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+    pad = [(0, len(leads) - idx.shape[1]) if d == "lead_time" else (0, 0) for d in mean.dims]
+    ref = ref.data.astype(mean.dtype)
+    ref = np.pad(ref, pad) if isinstance(ref, np.ndarray) else dask.array.pad(ref, pad)
+    return (mean + ref).assign_attrs(mean.attrs)
+
+
+def chain_days(mean: xr.DataArray, std: xr.DataArray, lag: int) -> tuple[xr.DataArray, xr.DataArray]:
+    """Leads beyond ``lag`` frames (a day): the forecast departure plus the forecast of ``lag`` frames earlier.
+
+    ``y(valid - 24 h)`` is not yet observed there, so the forecast of that time stands in for it, and its
+    std adds to the departure's in quadrature (their errors taken as independent). ``mean`` and ``std``
+    have dims ``..., init_time, lead_time, <space>`` with leads ``1, 2, …`` frames; :func:`add_back`
+    has added the reference to the first ``lag``.
+    """
+    n, axis = mean.sizes["lead_time"], mean.get_axis_num("lead_time")
+    if n <= lag:
+        return mean, std
+    lib = np if isinstance(mean.data, np.ndarray) else dask.array
+    ms, ss = [mean.data[_take(axis, 0, lag)]], [std.data[_take(axis, 0, lag)]]
+    for start in range(lag, n, lag):
+        cut, k = _take(axis, start, min(start + lag, n)), min(lag, n - start)
+        ms.append(mean.data[cut] + ms[-1][_take(axis, 0, k)])
+        ss.append(lib.sqrt(std.data[cut] ** 2 + ss[-1][_take(axis, 0, k)] ** 2))
+    return (mean.copy(data=lib.concatenate(ms, axis=axis)).assign_attrs(mean.attrs),
+            std.copy(data=lib.concatenate(ss, axis=axis)).assign_attrs(std.attrs))
+
+
+def _take(axis: int, start: int, stop: int) -> tuple:
+    return (slice(None),) * axis + (slice(start, stop),)
 
 
 def mask_like(std: xr.DataArray, mean: xr.DataArray) -> xr.DataArray:
@@ -234,7 +264,10 @@ def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.
         valid = inits[:, None] + leads[None, :] - lag
         if valid.min() < 1:
             raise TimeAxisError("the trend term needs y(valid - 24 h - 1 step); use initial times a day into the data.")
-        out = change - (at(valid) - at(valid - 1))
+        # beyond a day the reference's change is not observed (nothing after the initial time is read): no term
+        observed = xr.DataArray(leads <= lag, dims="lead_time")
+        out = (change - (at(np.minimum(valid, inits[:, None])) - at(np.minimum(valid, inits[:, None]) - 1)))
+        out = out.where(observed, 0.0)
     else:
         out = change.expand_dims(lead_time=len(leads), axis=1)
     return out.fillna(0.0).drop_vars(time_dim, errors="ignore")

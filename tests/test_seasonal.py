@@ -131,6 +131,35 @@ def test_damped_blend_keeps_its_damping_and_fits_the_network_given_it():
     assert plain["lead_damping"] == ()
 
 
+def test_a_nan_damping_leaves_its_lead_undamped_and_diurnal_damps_beyond_six_leads():
+    """Diurnal forecasts of more than 6 leads damp the later ones only (the default's blend stays as it was)."""
+    from geonp.calibration import _damping
+
+    rng = np.random.default_rng(7)
+    tasks, per = 40, 50
+    groups = np.repeat(np.arange(tasks), per)
+    leads = np.tile(np.repeat([1, 2], per // 2), tasks)
+    p, noise, signal = rng.standard_normal((3, tasks * per))
+    y = p + 0.4 * signal + 0.1 * noise
+    net = p + signal
+    for fit in (mean_weights(y, net, p, leads, 2, damping=(np.nan, 0.5)),
+                shrunk_mean_weights(y, net, p, leads, 2, groups=groups, damping=(np.nan, 0.5))):
+        assert fit.c == (1.0, 0.5) and all(type(w) is float for w in fit.w)
+        np.testing.assert_allclose(fit.w, 0.4, atol=0.03)  # the network's signal, given c
+    # lead 1 exactly as without damping
+    assert mean_weights(y, net, p, leads, 2, damping=(np.nan, 0.5)).w[0] == mean_weights(y, net, p, leads, 2).w[0]
+    y2 = np.where(leads == 2, 0.5 * p, p) + 0.4 * signal + 0.1 * noise  # persistence damped at lead 2 only
+    fit = mean_weights(y2, net, p, leads, 2, damping=(np.nan, 0.5))
+    pred = np.where(leads == 2, 0.5 * p + fit.w[1] * signal, p + fit.w[0] * signal)
+    assert np.sqrt(np.mean((y2 - pred) ** 2)) < 0.11
+    values = rng.standard_normal((1, 200, 3))
+    t = np.arange(200.0)
+    assert _damping(values, t, "diurnal", 6) is None and _damping(values, t, "none", 12) is None
+    c = _damping(values, t, "diurnal", 8)
+    assert np.isnan(c[:6]).all() and c[6:] == lag_regression(values, t, 8)[6:]
+    assert _damping(values, t, "seasonal", 3) == lag_regression(values, t, 3)
+
+
 def test_forecast_of_monthly_stations_departs_from_the_cycle_and_beats_persistence():
     ds, _ = monthly_stations(n=12, years=7, seed=7, phi=0.3)
     inits = ds.time.values[-13:-1]
