@@ -29,6 +29,10 @@ MEAN_WEIGHT_QUANTILE = 0.9
 #: frame (scattered places with no record in the window, as new stations), beside the holes
 CALIBRATION_VANISH = 0.3
 
+#: share of each frame's observed points an infill calibration keeps as context when the data have no gaps
+#: (otherwise 0.7–0.95): a model fitted on complete fields is calibrated for sparser ones too
+GAP_FREE_KEEP = (0.05, 0.95)
+
 __all__ = ["Blend", "beats_pooled", "calibrate", "coverage_factor", "forecast_fields", "gap_distances", "gap_scales",
            "lag_regression", "match_weights", "infill_mean_weight", "mean_weights", "shrunk_mean_weights", "std_fit",
            "support_scales", "window_context"]
@@ -38,7 +42,8 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
               settings: dict, n_tasks: int, seed: int, raw: np.ndarray | None = None) -> dict:
     """Scale of the predictive std that makes held-out errors unit-variance: ``sqrt(mean(z²))``.
 
-    Infill: tasks hold out 5–30 % of a frame's observed points and keep every other observed
+    Infill: tasks hold out 5–30 % of a frame's observed points (5–95 % of every frame's when the data
+    have no gaps, :data:`GAP_FREE_KEEP`) and keep every other observed
     point as context, as prediction does (the other frames whole since 2026-11-27); half the tasks
     also cut a hole through every frame, and :data:`CALIBRATION_VANISH` of the others remove the
     held-out places from every frame. Forecast: tasks with the context of prediction (the
@@ -47,12 +52,15 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     from a reference). Forward passes only.
     """
     if config.task == "infill":
-        frames, keep = 2 * settings["half_window"] + 1, (0.7, 0.95)
-        # the other frames keep every observed point, as prediction does
-        kept = (float(np.mean(keep)) + frames - 1) / frames
+        wanted = gap_distances(values, window.xy, np.random.default_rng(20_000 + seed))  # the data's own gaps
+        # the other frames keep every observed point, as prediction does; data without gaps tell nothing of
+        # the gaps the model will meet, so there every frame is thinned, and further
+        gap_free = len(wanted) == 0
+        frames, keep = 2 * settings["half_window"] + 1, GAP_FREE_KEEP if gap_free else (0.7, 0.95)
+        kept = float(np.mean(keep)) if gap_free else (float(np.mean(keep)) + frames - 1) / frames
         cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, kept),
                             max_targets=256, half_window=settings["half_window"], keep_range=keep,
-                            hole_probability=0.5, vanish_probability=CALIBRATION_VANISH, thin_other_frames=False)
+                            hole_probability=0.5, vanish_probability=CALIBRATION_VANISH, thin_other_frames=gap_free)
     else:
         cal = SamplerConfig(task="forecast", max_context=window_context(settings, settings["context_frames"]),
                             max_targets=512, context_frames=settings["context_frames"], max_lead=config.max_lead)
@@ -71,7 +79,7 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     if config.task == "infill":
         # weight the held-out points so their distances to the context match the data's own gaps
         near = np.concatenate(gaps)
-        w = match_weights(near, gap_distances(values, window.xy, np.random.default_rng(20_000 + seed)))
+        w = match_weights(near, wanted)
         # the network's departure from the trend, shrunk where it follows the context's noise; the held-out
         # points of one place (a station on several tasks) share their errors, so they are resampled together
         trend = np.concatenate([t.to_data(np.zeros(t.num_targets), np.zeros(t.num_targets))[0] for t in tasks])
