@@ -470,9 +470,10 @@ def test_a_fit_on_gap_free_data_calibrates_for_sparser_fields(monkeypatch):
 
     ERA5, 50 % hidden: coverage 0.91, now 0.98. Without gaps every frame of a task is thinned, down to 5 %.
     """
+    from test_api import field
+
     import geonp  # noqa: F401  registers ds.np
     import geonp.calibration as cal
-    from test_api import field
 
     seen = []
 
