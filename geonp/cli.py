@@ -172,6 +172,9 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     start = time.perf_counter()
     if args.max_time is None and args.steps is None:
         raise ConfigError("fit needs a budget: pass --max-time (e.g. 10min) and/or --steps (e.g. 2000).")
+    if Path(args.out).suffix.lower() in _DATA_SUFFIXES:
+        raise ConfigError(f"--out {args.out} names a data file, but fit writes a model file; pass a name such as "
+                          f"{Path(args.out).with_suffix('.geonp').name} (infill and forecast write Zarr stores).")
     out = _refuse_existing(args.out, args, store=False)
     ds = _open(args, None)
     model = api.fit(ds, args.var, model=args.model, task=args.task, max_time=args.max_time, steps=args.steps,
@@ -199,6 +202,9 @@ def _demo(args: argparse.Namespace, history: str) -> None:
     print(result.table())
     print(f"\nwrote {result.out} and {result.png}")
 
+
+#: suffixes of data files, which a fitted model's file should not take
+_DATA_SUFFIXES = (".zarr", ".nc", ".nc4", ".csv", ".grib", ".grb", ".grib2", ".tif", ".tiff", ".parquet")
 
 _COMMANDS = {"infill": _infill, "forecast": _forecast, "fit": _fit, "demo": _demo}
 

@@ -61,6 +61,9 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         out = write_crs(out, where.crs)
     if not where.is_grid:  # CF discrete sampling geometry: stations
         out.attrs["featureType"] = "timeSeries" if {layout.time, "init_time"} & set(out.dims) else "point"
+        station = layout.space_dims[0]
+        if out.attrs["featureType"] == "timeSeries" and station in out.coords and station in out.dims:
+            out[station].attrs["cf_role"] = "timeseries_id"  # the series' identifier (CF 9.5)
     out.attrs.update({
         "Conventions": "CF-1.8",
         "title": f"geonp {task} of {layout.var}",

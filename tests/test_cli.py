@@ -353,6 +353,10 @@ def test_cli_fit__needs_a_budget(nc, tmp_path, capsys):
     assert main(["fit", str(nc), "--out", str(tmp_path / "m.geonp")]) == 2
     assert "--max-time" in _one_error_line(capsys)
     assert not (tmp_path / "m.geonp").exists()
+    # a data file's name for the model (it was written as a model file named m.zarr)
+    assert main(["fit", str(nc), "--steps", "0", "--out", str(tmp_path / "m.zarr")]) == 2
+    assert "names a data file, but fit writes a model file; pass a name such as m.geonp" in _one_error_line(capsys)
+    assert not (tmp_path / "m.zarr").exists()
 
 
 def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_path, capsys, monkeypatch):

@@ -87,6 +87,8 @@ def test_station_outputs_are_cf_discrete_sampling_geometries():
         "lon": ("station", rng.uniform(-108, -103, n))})
     assert ds.np.infill("t").attrs["featureType"] == "timeSeries"
     assert ds.isel(time=0).np.infill("t").attrs["featureType"] == "point"
+    named = ds.assign_coords(station=[f"S{i:02d}" for i in range(n)])  # the series' identifier (a new-user report)
+    assert named.np.infill("t").station.attrs["cf_role"] == "timeseries_id"
 
 
 def test_cli_names_targets_crs_in_its_error(tmp_path, capsys):
