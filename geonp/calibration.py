@@ -15,7 +15,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .blend import UNDAMPED_LEADS, Blend, lag_regression, mean_weights, shrunk_mean_weights
+from .blend import Blend, forecast_damping, lag_regression, mean_weights, shrunk_mean_weights
 from .data import SamplerConfig, TaskSampler, Window, coarsen_far, gap_to_context, nearest_distance, temporal_support
 from .inference import predict_tasks
 from .models import NeuralProcess
@@ -99,23 +99,8 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     task_of = np.concatenate([np.full(t.num_targets, i) for i, t in enumerate(tasks)])
     return forecast_fields(y, mean, std, leads, np.concatenate([t.persistence for t in tasks]),
                            np.concatenate([t.trend for t in tasks]), task_of, config.max_lead,
-                           damping=_damping(values, window.t, settings.get("reference"), config.max_lead))
+                           damping=forecast_damping(values, window.t, settings.get("reference"), config.max_lead))
 
-
-def _damping(values: np.ndarray, t: np.ndarray, reference: str | None, max_lead: int) -> tuple[float, ...] | None:
-    """The forecast blend's weight of persistence per lead (``None``, or NaN at a lead: undamped, ``c = 1``).
-
-    Departures from an annual cycle: the history's lag regression at every lead. Departures from the
-    day before, leads beyond :data:`~geonp.blend.UNDAMPED_LEADS`: the lag regression there too. Their
-    expectation is no longer the departure at the initial time (24 h ahead it is nearly 0: on ERA5 the
-    forecast of 48 leads scored 2.12 K against daily persistence's 1.45 before). The first leads stay
-    undamped, as the default forecast's cross-validated blend has them.
-    """
-    if reference == "seasonal":
-        return lag_regression(values, t, max_lead)
-    if reference == "diurnal" and max_lead > UNDAMPED_LEADS:
-        return (np.nan,) * UNDAMPED_LEADS + lag_regression(values, t, max_lead)[UNDAMPED_LEADS:]
-    return None
 
 
 def forecast_fields(y: np.ndarray, mean: np.ndarray, std: np.ndarray, leads: np.ndarray, persistence: np.ndarray,

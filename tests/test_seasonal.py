@@ -133,7 +133,7 @@ def test_damped_blend_keeps_its_damping_and_fits_the_network_given_it():
 
 def test_a_nan_damping_leaves_its_lead_undamped_and_diurnal_damps_beyond_six_leads():
     """Diurnal forecasts of more than 6 leads damp the later ones only (the default's blend stays as it was)."""
-    from geonp.calibration import _damping
+    from geonp.blend import forecast_damping as _damping
 
     rng = np.random.default_rng(7)
     tasks, per = 40, 50
