@@ -219,7 +219,9 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
-    problem, _ = plan_problem(work, layout, m, "forecast", part=part)
+    # the history up to the first initial time sets the problem's scales (the departures' first `lag` are undefined)
+    counted = work.isel({layout.time: slice(lag, history)})
+    problem, _ = plan_problem(work, layout, m, "forecast", part=part, counted=counted)
     if problem is None:
         return None
     from .inference import ModelPayload, resolve_device

@@ -22,15 +22,17 @@ SPARSE_POINTS = 10
 
 
 def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None,
-                 part: bool = False) -> tuple[Problem | None, int]:
+                 part: bool = False, counted: xr.Dataset | None = None) -> tuple[Problem | None, int]:
     """Count the observations (a bounded sample of a long record), refuse inputs with nothing to do, build the problem.
 
     Returns the problem and the number of observed values. ``part``: one index of an extra dim
     (:mod:`geonp.members`), whose whole was checked already: the problem is ``None`` where it has
-    fewer than two observed values, and it may have no gaps.
+    fewer than two observed values, and it may have no gaps. ``counted``: the part of ``ds`` the
+    counts, the observed fraction (the space unit) and the spread come from (forecasts: the history
+    up to the first initial time, so that nothing after it changes the forecast); default ``ds``.
     """
     gaps_needed = task == "infill" and target is None and not part
-    n_obs, n_all, spread, share = observed_stats(ds, layout, gaps_needed=gaps_needed)
+    n_obs, n_all, spread, share = observed_stats(ds if counted is None else counted, layout, gaps_needed=gaps_needed)
     if part and n_obs < 2:
         return None, n_obs
     if n_obs == 0:
