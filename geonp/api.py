@@ -220,7 +220,9 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
     # the history up to the first initial time sets the problem's scales (the departures' first `lag` are undefined)
-    counted = work.isel({layout.time: slice(lag, history)})
+    # frames not yet delivered just before it do not make the data look sparser in space
+    late_first = timeaxis.trailing_empty(ds[layout.var], layout.time, history) if late else 0
+    counted = work.isel({layout.time: slice(lag, max(lag + 1, history - late_first))})
     problem, _ = plan_problem(work, layout, m, "forecast", part=part, counted=counted)
     if problem is None:
         return None
@@ -229,7 +231,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     leads = np.arange(1, n_leads + 1)
     mean, std = lazy_forecast(problem, ModelPayload.from_net(m.net), m.settings, inits=inits, leads=leads,
                               chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size,
-                              calibration=calibration)
+                              calibration=calibration, reach=late)
     coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
     coords.update(space_coords(ds, layout))
     coords["init_time"] = ("init_time", times[inits], {"long_name": "forecast initial time",

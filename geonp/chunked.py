@@ -235,10 +235,12 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
 
 
 def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, inits: np.ndarray, leads: np.ndarray,
-                  chunks: dict, device: str, batch_size: int = 8, calibration=None) -> tuple[da.Array, da.Array]:
+                  chunks: dict, device: str, batch_size: int = 8, calibration=None,
+                  reach: int = 0) -> tuple[da.Array, da.Array]:
     """Lazy mean and std with dims ``extra..., init_time, lead_time, *space``; ``leads`` in frames.
 
-    ``calibration`` as in :func:`lazy_infill`.
+    ``calibration`` as in :func:`lazy_infill`; ``reach``: frames the context may look back beyond
+    ``context_frames`` past empty ones (:func:`~geonp.data.forecast_tasks`).
     """
     per_block = int(chunks.get("init_time") or 8)
     W = int(settings["context_frames"])
@@ -260,7 +262,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     stds = np.empty_like(means)
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for ci, ini in enumerate(ichunks):
-            lo, hi = max(0, int(ini.min()) - W + 1), int(ini.max()) + 1
+            lo, hi = max(0, int(ini.min()) - W - reach + 1), int(ini.max()) + 1
             for (slices, _), groups, pos in zip(tiles, windows, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
                 parts = []
@@ -268,7 +270,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                     values = _window(problem, e, lo, hi, sel)
                     m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
                          "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
-                         "norm": norm, "tile_shape": shape if sub is None else (len(sub),),
+                         "reach": reach, "norm": norm, "tile_shape": shape if sub is None else (len(sub),),
                          "device": device, "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
                     # the initial frame at the tile's own points: calibrated forecasts shrink towards it
                     persist = None

@@ -352,7 +352,7 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     net, device, norm, window, targets = _setup(payload, values, meta)
     leads = np.asarray(meta["leads"])
     tasks = forecast_tasks(window, meta["frames"], leads, meta["lead_hours"], targets, norm,
-                           meta["context_frames"], skip_empty=True)
+                           meta["context_frames"], skip_empty=True, reach=meta.get("reach", 0))
     n_tgt = len(targets) * len(leads)
     # as infill's: at least the prior's std at targets far from every observation the task sees
     gaps = [None if t is None else _gap_to_past(t, len(targets)) for t in tasks]

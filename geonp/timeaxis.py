@@ -243,12 +243,21 @@ def warn_empty_init(values, time_dim: str, times: np.ndarray, inits: np.ndarray)
     window = values.isel({time_dim: slice(lo, last + 1)})
     has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)
     newest = lo + int(np.flatnonzero(has)[-1]) if has.any() else None
-    hint = f" The last observed time before it is {times[newest]}." if newest is not None else ""
+    hint = f" The last observed time before {times[last]} is {times[newest]}." if newest is not None else ""
     warn_user(
         f"init_time {', '.join(str(times[i]) for i in empty[:3])} has no observed value: the forecast starts from "
-        f"the frames before it, without persistence, and its std is calibrated for the lead from the last observed "
-        f"frame.{hint} Pass init_time= an observed time to start from the data.", ShortHistoryWarning)
+        f"the newest observed frames before it, without persistence (a calibrated std is that of the lead from "
+        f"the last observed frame).{hint} Pass init_time= an observed time to start from the data.",
+        ShortHistoryWarning)
     return 0 if newest is None else last - newest
+
+
+def trailing_empty(values, time_dim: str, end: int, limit: int = 48) -> int:
+    """Frames without any observation just before frame ``end`` (exclusive), counting back at most ``limit``."""
+    lo = max(0, int(end) - limit)
+    window = values.isel({time_dim: slice(lo, int(end))})
+    has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)
+    return int(len(has) - 1 - np.flatnonzero(has)[-1]) if has.any() else 0
 
 
 def parse_duration(value: float | int | str | None) -> float | None:

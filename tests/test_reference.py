@@ -447,6 +447,20 @@ def test_auto_forecasts_the_variable_itself_where_the_diurnal_reference_is_mostl
         assert data.np.forecast("t2m", **kw).attrs["geonp_reference"] == "diurnal"
 
 
+def test_a_late_forecast_takes_its_context_from_the_newest_observed_frames(data):
+    """Three frames late with 2 context frames: every value was NaN; with 4 and 3 late, the std collapsed."""
+    kw = dict(hours=2, model="te-pt-tnp", context_frames=2, calibrate=False)
+    late = data.copy(deep=True)
+    late["t2m"][dict(time=slice(28, 31))] = np.nan
+    with pytest.warns(geonp.ShortHistoryWarning, match="starts from the newest observed frames before it"):
+        fc = late.np.forecast("t2m", init_time=data.time.values[30], **kw)
+    on_time = data.np.forecast("t2m", init_time=data.time.values[27], hours=5, model="te-pt-tnp", context_frames=2,
+                               calibrate=False)  # the same context: frames 26 and 27
+    assert np.isfinite(fc.t2m_mean.values).all()
+    np.testing.assert_allclose(fc.t2m_mean.values[0], on_time.t2m_mean.values[0, 3:], rtol=1e-5)
+    np.testing.assert_allclose(fc.t2m_std.values[0], on_time.t2m_std.values[0, 3:], rtol=1e-4)
+
+
 def test_leads_beyond_a_day_add_the_forecast_of_a_day_earlier(data):
     """--hours 25 used to drop the diurnal reference for every lead (ERA5, 48 leads: RMSE 2.49 K, now 1.45).
 
@@ -459,8 +473,8 @@ def test_leads_beyond_a_day_add_the_forecast_of_a_day_earlier(data):
         warnings.simplefilter("error", MissingReferenceWarning)
         fc = data.np.forecast("t2m", init_time=init, **kw)
     assert fc.attrs["geonp_reference"] == "diurnal" and np.isfinite(fc.t2m_mean.values).all()
-    depart = reference.departure(data, "t2m", "time", 24)
-    raw = depart.isel(time=slice(24, None)).np.forecast("t2m", init_time=init, reference="none", **kw)  # no undefined frames
+    depart = reference.departure(data, "t2m", "time", 24).isel(time=slice(24, None))  # the defined departures
+    raw = depart.np.forecast("t2m", init_time=init, reference="none", **kw)
     m, s, dm, ds_ = (v.values[0] for v in (fc.t2m_mean, fc.t2m_std, raw.t2m_mean, raw.t2m_std))
     np.testing.assert_allclose(m[:24], dm[:24] + data.t2m.values[7:31], rtol=1e-6)
     np.testing.assert_allclose(m[24:], dm[24:] + m[:2], rtol=1e-6)

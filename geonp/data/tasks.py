@@ -247,16 +247,20 @@ def forecast_tasks(
     context_frames: int,
     *,
     skip_empty: bool = False,
+    reach: int = 0,
 ) -> list[Task | None]:
     """One forecast task per frame index in ``inits``: all ``targets`` at every lead.
 
     ``leads`` are the lead times in model time units, ``lead_hours`` the same in hours (for
-    covariates). Targets are ordered lead-major: ``[lead, point]``.
+    covariates). Targets are ordered lead-major: ``[lead, point]``. The context is the
+    ``context_frames`` newest frames with observations up to the initial frame, looking back at
+    most ``reach`` frames further than those (late data: the frames just before it not delivered).
     """
     cov = window.covariates(norm)
+    seen = np.flatnonzero(np.isfinite(window.values).any(axis=1))
     tasks = []
     for i in inits:
-        past = np.arange(max(0, i - context_frames + 1), i + 1)
+        past = seen[(seen <= i) & (seen > i - context_frames - reach)][-context_frames:]
         # no land trend: the past frames' land-sea contrast is the wrong one for later hours (docs/benchmarks.md)
         xc, yc, zc, ec, _ = _context(window, past, cov)
         if len(yc) == 0:
