@@ -360,8 +360,8 @@ def _input_chunks(ds: xr.Dataset, layout: Layout):
 
 
 def observed_stats(ds: xr.Dataset, layout: Layout, *,
-                   gaps_needed: bool = False) -> tuple[int, int, float, float]:
-    """(observed values, total values, std of the observed values, share of the values with data) of ``layout.var``.
+                   gaps_needed: bool = False) -> tuple[int, int, float, float, float]:
+    """(observed values, total values, their std, share of the values with data, smallest value) of ``layout.var``.
 
     With more than :data:`PLAN_FRAMES` frames they come from that many evenly spaced frames (read
     chunk by chunk; the counts scaled to the whole), so that planning a long record reads a bounded
@@ -378,23 +378,22 @@ def observed_stats(ds: xr.Dataset, layout: Layout, *,
     n_frames = data.shape[n_extra]
     if n_frames > PLAN_FRAMES:
         frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
-        count, n, spread, share = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
+        count, n, spread, share, lowest = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
         if count >= 2 and (count < n or not gaps_needed):
             estimate = round(count / n * n_all)
-            return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread, share
+            return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread, share, lowest
     return _moments(data, n_extra)
 
 
-def _moments(data: da.Array, n_extra: int = 0) -> tuple[int, int, float, float]:
-    """(finite values, values, std of the finite values, share of values in extra indices with data), one pass."""
+def _moments(data: da.Array, n_extra: int = 0) -> tuple[int, int, float, float, float]:
+    """(finite values, values, their std, share of values in extra indices with data, smallest), one pass."""
     x = data.astype(np.float64)
     finite = da.isfinite(data)
     per_index = finite.sum(axis=tuple(range(n_extra, data.ndim))) if n_extra else finite.sum()
-    counts, total, squares = dask.compute(per_index, da.nansum(x), da.nansum(x * x))
-    counts = np.atleast_1d(np.asarray(counts))
-    count = int(counts.sum())
+    counts, total, squares, lowest = dask.compute(per_index, da.nansum(x), da.nansum(x * x), da.nanmin(x))
+    count, counts = int(np.sum(counts)), np.atleast_1d(np.asarray(counts))
     if count == 0:
-        return 0, int(math.prod(data.shape)), 0.0, 1.0
+        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan
     mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
-    share = float(np.mean(counts > 0))
-    return count, int(math.prod(data.shape)), float(np.sqrt(max(squares / count - mean * mean, 0.0))), share
+    spread = float(np.sqrt(max(squares / count - mean * mean, 0.0)))
+    return count, int(math.prod(data.shape)), spread, float(np.mean(counts > 0)), float(lowest)

@@ -325,15 +325,9 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
         out[1] = np.where(beyond, np.fmax(out[1], raw), out[1])
     else:
         out[1] *= norm.std_factor()
-    if nonnegative(values):  # rain, wind speed: no mean below every value the window holds (NaN stays NaN)
+    if norm.nonnegative:  # rain, wind speed: no mean below every observed value (NaN stays NaN)
         out[0] = np.maximum(out[0], 0.0)
     return out.reshape(2, len(frames), *meta["tile_shape"])
-
-
-def nonnegative(values: np.ndarray) -> bool:
-    """Whether every observed value of a window is at least 0 (and one is observed)."""
-    seen = np.asarray(values)[np.isfinite(values)]
-    return seen.size > 0 and float(seen.min()) >= 0.0
 
 
 #: targets this many times farther than the calibration's farthest gap bin keep at least the network's own std

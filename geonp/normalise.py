@@ -85,6 +85,9 @@ class Normaliser:
         Smallest standard deviation used to standardise a task's values (data units); with
         ``1e-6 |mean|`` of the task's values, whichever is larger. Set for each run to a thousandth of
         the observed values' spread (``geonp.planning``), so that it scales with the data's units.
+    nonnegative : bool
+        Every observed value of the input is at least 0 (rain, wind speed): infill means are kept at 0
+        or above. Set for each run (``geonp.planning``) from the values it counts.
     small_context_scale : float
         Standard deviation (data units) that standardises a task with fewer than
         :data:`SMALL_CONTEXT` context values when it is larger than theirs: the spread of one to
@@ -150,6 +153,7 @@ class Normaliser:
     time_unit_hours: float | None = None
     value_std_floor: float = 1e-6
     small_context_scale: float = 0.0
+    nonnegative: bool = False
     covariates: tuple[str, ...] = ()
     elevation_mean: float = 0.0
     elevation_std: float = 1.0

@@ -32,7 +32,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     up to the first initial time, so that nothing after it changes the forecast); default ``ds``.
     """
     gaps_needed = task == "infill" and target is None and not part
-    n_obs, n_all, spread, share = observed_stats(ds if counted is None else counted, layout, gaps_needed=gaps_needed)
+    n_obs, n_all, spread, share, lowest = observed_stats(ds if counted is None else counted, layout,
+                                                         gaps_needed=gaps_needed)
     if part and n_obs < 2:
         return None, n_obs
     if n_obs == 0:
@@ -58,6 +59,6 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     # and no task's scale falls below a thousandth of it: a floor in the data's own units, whatever they are
     # (an absolute 1e-6 made methane mole fractions, spread 1e-8, infill 12 times worse than linear interpolation)
     floor = 1e-3 * spread if spread > 0 else model.normaliser.value_std_floor
-    norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor)
+    norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor, nonnegative=lowest >= 0)
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
     return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs

@@ -213,6 +213,13 @@ def test_a_variable_never_below_zero_gets_no_negative_mean():
     assert float(out.rain_mean.min()) >= 0.0 and float(out.rain_filled.min()) >= 0.0
     shifted = ds.assign(rain=ds.rain - 1.0)  # values below 0 too: the mean is left as the model gives it
     below = shifted.np.infill("rain", calibrate=False)
+    chunked = ds.np.infill("rain", calibrate=False, chunks={"time": 1, "lat": 8, "lon": 9})
+    np.testing.assert_allclose(chunked.rain_mean.values, out.rain_mean.values, atol=1e-5)
+    one = ds.copy(deep=True)  # a single value below 0: the variable is left as the model gives it, chunked or not
+    one["rain"][0, 0, 0] = -0.01
+    a, b = (one.np.infill("rain", calibrate=False, **kw) for kw in ({}, {"chunks": {"time": 1, "lat": 8, "lon": 9}}))
+    assert float(a.rain_mean.min()) < 0
+    np.testing.assert_allclose(a.rain_mean.values, b.rain_mean.values, atol=1e-5)
     clipped = out.rain_mean.values == 0.0
     assert clipped.any() and (below.rain_mean.values[clipped] < -1.0).any()  # the model went below 0 there
     np.testing.assert_allclose(below.rain_mean.values[~clipped], out.rain_mean.values[~clipped] - 1.0, atol=1e-3)
