@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from geonp.errors import UnknownOptionError
+from geonp.errors import ConfigError, UnknownOptionError
 from geonp.models.attention import attention, default_tiles, dense_attention, tiled_attention
 from geonp.models.bias import RBFBias, SumBias, great_circle_sqdist, pairwise_sqdist
 from geonp.models.packing import spatial_order
@@ -494,6 +494,10 @@ def test_inputs_that_do_not_fit_together_are_refused(fn):
         fn(q, k, v, SumBias([score, RBFBias(4, 3, (5,))]), xq, xk)
     with pytest.raises(InvalidBatchError, match="TEScore does not fit.*TEScore\\(4, 2\\)"):
         fn(q, k, v, TEScore(4, 3), xq, xk)
+    with pytest.raises(InvalidBatchError, match="xq and xk need q's dtype torch.float32; got torch.float64"):
+        fn(q, k, v, score, xq.double(), xk.double())
+    with pytest.raises(ConfigError, match="at least one coordinate column"):
+        RBFBias(4, 5, ())
     with pytest.raises(InvalidBatchError, match="xq and xk need the same coordinate columns"):
         fn(q, k, v, score, xq, torch.rand(1, 20, 3))
     with pytest.raises(InvalidBatchError, match="one floating dtype; got torch.float64, torch.float32"):

@@ -262,5 +262,11 @@ def test_build_model__seed_gives_repeatable_weights_and_keeps_the_global_state()
     same = [torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())]
     other = [torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values())]
     assert all(same) and not all(other)
-    with pytest.raises(ConfigError, match="seed must be an integer or None, got 1.5"):
+    with pytest.raises(ConfigError, match=r"seed must be an integer in \[-2\*\*63, 2\*\*64\) or None, got 1.5"):
         build_model("bsa-tnp", seed=1.5)
+    with pytest.raises(ConfigError, match="got 1180591620717411303424"):
+        build_model("bsa-tnp", seed=2**70)
+    import numpy as np
+
+    same = build_model("te-pt-tnp", "small", space_dims=2, seed=np.int64(3))  # numpy integers too
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), same.state_dict().values()))

@@ -100,6 +100,9 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, score: ScoreMod | None = None,
             if x is None or x.dim() != 3 or x.shape[:2] != (b, n):
                 got = None if x is None else tuple(x.shape)
                 raise InvalidBatchError(f"a score needs coordinates {name} [{b}, {n}, columns] for {found}; got {got}.")
+        if not xq.dtype == xk.dtype == q.dtype:
+            raise InvalidBatchError(f"coordinates xq and xk need q's dtype {q.dtype}; got {xq.dtype} and {xk.dtype}. "
+                                    "Convert them with .to(q.dtype).")
         if xq.shape[2] != xk.shape[2]:
             raise InvalidBatchError(f"xq and xk need the same coordinate columns; got {tuple(xq.shape)} and "
                                     f"{tuple(xk.shape)}.")

@@ -193,7 +193,7 @@ class Batch:
                             f"{name} contains {int(bad.sum())} NaN or infinite values; expected finite values. Drop "
                             "missing points (or mark them as padding with the mask) before calling the model.")
                     raise NonFiniteError(
-                        f"{name} contains {huge} values beyond ±{MAX_ABS:.0e} (largest {float(t.abs().max()):.3g}); "
+                        f"{name} contains {huge} values beyond ±{MAX_ABS:.0e} (largest {float(t.abs().max()):.7g}); "
                         "the models compute in float32 and expect standardised values of order 1. Subtract the "
                         "mean and divide by the spread (or rescale the coordinates) before calling the model.")
 

@@ -64,6 +64,8 @@ class RBFBias(ScoreMod):
                 f"the geodesic bias needs exactly 2 columns (longitude, latitude), got {len(columns)}; "
                 "use metric='euclidean' for projected coordinates."
             )
+        if not columns:
+            raise ConfigError("a bias needs at least one coordinate column to measure distances on; got columns=().")
         lo, hi = lengthscales
         if not 0 < lo <= hi:
             raise ConfigError(f"lengthscales must satisfy 0 < low <= high, got {lengthscales}.")

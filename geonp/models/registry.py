@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import ConfigError, UnknownOptionError
@@ -106,8 +107,9 @@ def build_model(
     )
     if seed is None:
         return spec.model_cls(config)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"seed must be an integer or None, got {seed!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -2**63 <= int(seed) < 2**64:
+        raise ConfigError(f"seed must be an integer in [-2**63, 2**64) or None, got {seed!r}.")
+    seed = int(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return spec.model_cls(config)
