@@ -77,13 +77,6 @@ class RBFBias(ScoreMod):
         self.log_lengthscale = nn.Parameter(grid[None, :] + offsets)  # [h, F]
         self.weight = nn.Parameter(torch.ones(num_heads, num_bases))  # a_hf: nearby points start +F logits up
 
-    def misfit(self, heads: int, columns: int) -> str | None:
-        if self.num_heads not in (1, heads):
-            return f"the bias has {self.num_heads} heads, the attention {heads}; build it with num_heads={heads}"
-        if max(self.columns) >= columns or min(self.columns) < -columns:
-            return f"the bias reads coordinate columns {self.columns} of {columns}; pass coordinates with those columns"
-        return None
-
     def sqdist(self, xq: Tensor, xk: Tensor) -> Tensor:
         """Squared distances ``[b, nq, nk]`` on this bias' columns."""
         cols = list(self.columns)

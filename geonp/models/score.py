@@ -69,7 +69,15 @@ class ScoreMod(nn.Module):
         return scores + self.bias(xq, xk)
 
     def misfit(self, heads: int, columns: int) -> str | None:
-        """Why this score cannot serve ``heads`` heads on ``columns`` coordinate columns (``None``: it can)."""
+        """Why this score cannot serve ``heads`` heads on ``columns`` coordinate columns (``None``: it can).
+
+        Reads the ``num_heads`` (1 broadcasts) and ``columns`` attributes of scores that have them.
+        """
+        n, cols = getattr(self, "num_heads", None), tuple(getattr(self, "columns", ()))
+        if n is not None and n not in (1, heads):
+            return f"the bias has {n} heads, the attention {heads}; build it with num_heads={heads}"
+        if cols and (max(cols) >= columns or min(cols) < -columns):
+            return f"the bias reads coordinate columns {cols} of {columns}; pass coordinates with those columns"
         return None
 
 
