@@ -204,7 +204,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
     asked = _reference_of(m, reference)
     kind, lag = references.resolve(asked, step, first_init=int(inits.min()),
-                                   context_frames=int(m.settings["context_frames"]), max_lead_hours=hours,
+                                   context_frames=int(m.settings["context_frames"]),
                                    history_years=seasonal.span_years(times[:history]))
     if kind == "diurnal":
         kind, lag = references.keep_diurnal(ds[layout.var], layout.time, inits, np.arange(1, n_leads + 1), lag,
@@ -221,7 +221,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
     # the history up to the first initial time sets the problem's scales (the departures' first `lag` are undefined)
     # frames not yet delivered just before it do not make the data look sparser in space
-    late_first = timeaxis.trailing_empty(ds[layout.var], layout.time, history) if late else 0
+    late_first = late if len(inits) == 1 or not late else timeaxis.trailing_empty(ds[layout.var], layout.time, history)
     counted = work.isel({layout.time: slice(lag, max(lag + 1, history - late_first))})
     problem, _ = plan_problem(work, layout, m, "forecast", part=part, counted=counted)
     if problem is None:

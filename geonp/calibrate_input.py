@@ -117,15 +117,14 @@ def note(model: Model, calibration: Delayed | None, how: str) -> str:
     return how if calibration is not None else "when fitted" if "calibration" in model.metadata else "no"
 
 
-def calibration_inits(history_frames: int, context_frames: int, lag: int = 0, max_lead: int = MAX_LEAD) -> int:
-    """Initial times in ``history_frames`` frames with every calibrated lead (up to ``max_lead``) inside them.
+def calibration_inits(history_frames: int, context_frames: int, lag: int = 0) -> int:
+    """Initial times in ``history_frames`` frames with every calibrated lead (up to :data:`MAX_LEAD`) inside them.
 
     Each needs ``context_frames`` frames up to it, plus ``lag`` frames before those when the
     forecast is of departures from the same hour a day earlier (``reference="diurnal"``).
-    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`
-    with :data:`~geonp.fitting.MAX_LEAD` leads.
+    ``calibrate="auto"`` of forecasts calibrates when this reaches :data:`AUTO_CALIBRATION_INITS`.
     """
-    return max(0, int(history_frames) - int(lag) - int(context_frames) - int(max_lead) + 1)
+    return max(0, int(history_frames) - int(lag) - int(context_frames) - MAX_LEAD + 1)
 
 
 def calibrated_leads(leads: int, history_frames: int, context_frames: int, lag: int = 0) -> int:

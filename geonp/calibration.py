@@ -102,7 +102,6 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
                            damping=forecast_damping(values, window.t, settings.get("reference"), config.max_lead))
 
 
-
 def forecast_fields(y: np.ndarray, mean: np.ndarray, std: np.ndarray, leads: np.ndarray, persistence: np.ndarray,
                     trend: np.ndarray, groups: np.ndarray, max_lead: int, shrink: bool = True,
                     damping=None) -> dict:

@@ -23,6 +23,7 @@ from .data.tasks import (
     gap_to_context,
     infill_tasks,
     nearest_distance,
+    observed_frames,
     temporal_support,
 )
 from .errors import FarFromDataWarning, NoContextWarning, warn_user
@@ -381,6 +382,8 @@ def frame_age(values: np.ndarray, frames: np.ndarray) -> np.ndarray:
     ``values`` is a window ``[frames, ...]``; 0 where the frame itself is observed, and where no frame before
     it is (such a forecast has no context and no value).
     """
-    seen = np.isfinite(np.asarray(values)).reshape(len(values), -1).any(1)
-    newest = np.maximum.accumulate(np.where(seen, np.arange(len(seen)), -1))[np.asarray(frames, dtype=np.intp)]
+    index = np.full(len(values), -1)
+    seen = observed_frames(values)
+    index[seen] = seen
+    newest = np.maximum.accumulate(index)[np.asarray(frames, dtype=np.intp)]
     return np.where(newest >= 0, np.asarray(frames) - newest, 0)

@@ -59,8 +59,7 @@ def day_lag(step_hours: float) -> int | None:
 
 
 def resolve(reference: str, step_hours: float, *, first_init: int | None = None, context_frames: int = 1,
-            max_lead_hours: float = 0.0, n_frames: int | None = None,
-            history_years: float | None = None) -> tuple[str, int]:
+            n_frames: int | None = None, history_years: float | None = None) -> tuple[str, int]:
     """``("diurnal", frames per day)``, ``("seasonal", 0)`` or ``("none", 0)`` for these data.
 
     Parameters
@@ -73,9 +72,6 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
         frames of history.
     context_frames : int
         Past frames used as context.
-    max_lead_hours : float
-        Longest lead. Leads beyond 24 h, where ``y(valid - 24 h)`` is not yet observed, add the
-        forecast of 24 h earlier instead (:func:`chain_days`).
     n_frames : int, optional
         Frames in the data (fit): at least two days are needed to learn from departures.
     history_years : float, optional
@@ -265,9 +261,8 @@ def trend(ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray, leads: np.
         if valid.min() < 1:
             raise TimeAxisError("the trend term needs y(valid - 24 h - 1 step); use initial times a day into the data.")
         # beyond a day the reference's change is not observed (nothing after the initial time is read): no term
-        observed = xr.DataArray(leads <= lag, dims="lead_time")
-        out = (change - (at(np.minimum(valid, inits[:, None])) - at(np.minimum(valid, inits[:, None]) - 1)))
-        out = out.where(observed, 0.0)
+        valid = np.minimum(valid, inits[:, None])
+        out = (change - (at(valid) - at(valid - 1))).where(xr.DataArray(leads <= lag, dims="lead_time"), 0.0)
     else:
         out = change.expand_dims(lead_time=len(leads), axis=1)
     return out.fillna(0.0).drop_vars(time_dim, errors="ignore")

@@ -239,21 +239,22 @@ def warn_empty_init(values, time_dim: str, times: np.ndarray, inits: np.ndarray)
     if seen.all():
         return 0
     empty = np.asarray(inits)[~seen]
-    last, lo = int(empty.max()), max(0, int(empty.max()) - 48)  # the last observed frame within two days before
-    window = values.isel({time_dim: slice(lo, last + 1)})
-    has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)
-    newest = lo + int(np.flatnonzero(has)[-1]) if has.any() else None
-    hint = f" The last observed time before {times[last]} is {times[newest]}." if newest is not None else ""
+    last = int(empty.max())
+    age = trailing_empty(values, time_dim, last + 1)  # the last observed frame within two days before (0: none)
+    hint = f" The last observed time before {times[last]} is {times[last - age]}." if age else ""
     warn_user(
         f"init_time {', '.join(str(times[i]) for i in empty[:3])} has no observed value: the forecast starts from "
         f"the newest observed frames before it, without persistence (a calibrated std is that of the lead from "
         f"the last observed frame).{hint} Pass init_time= an observed time to start from the data.",
         ShortHistoryWarning)
-    return 0 if newest is None else last - newest
+    return age
 
 
-def trailing_empty(values, time_dim: str, end: int, limit: int = 48) -> int:
-    """Frames without any observation just before frame ``end`` (exclusive), counting back at most ``limit``."""
+def trailing_empty(values, time_dim: str, end: int, limit: int = 49) -> int:
+    """Frames without any observation just before frame ``end`` (exclusive), in the ``limit`` before it.
+
+    0 also where none of those frames holds an observation.
+    """
     lo = max(0, int(end) - limit)
     window = values.isel({time_dim: slice(lo, int(end))})
     has = np.asarray(window.notnull().any([d for d in window.dims if d != time_dim]).values)

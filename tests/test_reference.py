@@ -39,18 +39,16 @@ def data():
 
 
 def test_resolve_picks_diurnal_only_where_it_can_work():
-    assert reference.resolve("auto", 1.0, first_init=30, context_frames=4, max_lead_hours=6) == ("diurnal", 24)
-    assert reference.resolve("auto", 3.0, first_init=30, context_frames=4, max_lead_hours=6) == ("diurnal", 8)
+    assert reference.resolve("auto", 1.0, first_init=30, context_frames=4) == ("diurnal", 24)
+    assert reference.resolve("auto", 3.0, first_init=30, context_frames=4) == ("diurnal", 8)
     assert reference.resolve("auto", 24.0, first_init=30) == ("none", 0)  # daily data: no daily cycle
     assert reference.resolve("auto", 5.0, first_init=30) == ("none", 0)  # 5 h does not divide a day
     assert reference.resolve("auto", 1.0, first_init=10, context_frames=4) == ("none", 0)  # too little history
-    assert reference.resolve("auto", 1.0, first_init=30, max_lead_hours=30) == ("diurnal", 24)  # chained
     assert reference.resolve("None", 1.0, first_init=30) == ("none", 0)
     with pytest.raises(TimeAxisError, match="time step \\(24 h\\) is not a sub-daily step"):
         reference.resolve("diurnal", 24.0)
     with pytest.raises(TimeAxisError, match="it needs 27 \\(one day plus 3 context frames\\)"):
         reference.resolve("diurnal", 1.0, first_init=20, context_frames=4)
-    assert reference.resolve("diurnal", 1.0, first_init=40, max_lead_hours=30) == ("diurnal", 24)
     with pytest.raises(TimeAxisError, match="at least 48"):
         reference.resolve("diurnal", 1.0, n_frames=30)
     with pytest.raises(ConfigError, match="reference='weekly'; expected one of"):

@@ -257,7 +257,7 @@ def forecast_tasks(
     most ``reach`` frames further than those (late data: the frames just before it not delivered).
     """
     cov = window.covariates(norm)
-    seen = np.flatnonzero(np.isfinite(window.values).any(axis=1))
+    seen = observed_frames(window.values)
     tasks = []
     for i in inits:
         past = seen[(seen <= i) & (seen > i - context_frames - reach)][-context_frames:]
@@ -277,6 +277,11 @@ def forecast_tasks(
         et = None if window.elevation is None else np.tile(window.elevation[targets], len(leads))
         tasks.append(make_task(norm, xc, yc, zc, ec, xt, zt, et))
     return tasks
+
+
+def observed_frames(values: np.ndarray) -> np.ndarray:
+    """Indices of the frames of ``values`` ``[frames, ...]`` that hold an observation."""
+    return np.flatnonzero(np.isfinite(np.asarray(values)).reshape(len(values), -1).any(1))
 
 
 def nearest_distance(points: np.ndarray, others: np.ndarray, chunk: int | None = None) -> np.ndarray:

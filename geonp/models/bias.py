@@ -332,9 +332,6 @@ class SumBias(ScoreMod):
             out = out + part.bias(xq, xk)
         return out
 
-    def misfit(self, heads: int, columns: int) -> str | None:
-        return next((m for m in (part.misfit(heads, columns) for part in self.parts) if m is not None), None)
-
     @property
     def order_columns(self) -> tuple[int, ...]:
         """The first part's columns (space, in BSA-TNP) when every part prunes far tiles, else none."""

@@ -71,8 +71,12 @@ class ScoreMod(nn.Module):
     def misfit(self, heads: int, columns: int) -> str | None:
         """Why this score cannot serve ``heads`` heads on ``columns`` coordinate columns (``None``: it can).
 
-        Reads the ``num_heads`` (1 broadcasts) and ``columns`` attributes of scores that have them.
+        Reads the ``num_heads`` (1 broadcasts) and ``columns`` attributes of scores that have them, and asks
+        the ``parts`` of a composite one.
         """
+        for part in getattr(self, "parts", ()):
+            if (problem := part.misfit(heads, columns)) is not None:
+                return problem
         n, cols = getattr(self, "num_heads", None), tuple(getattr(self, "columns", ()))
         if n is not None and n not in (1, heads):
             return f"the bias has {n} heads, the attention {heads}; build it with num_heads={heads}"
