@@ -105,12 +105,16 @@ def test_lag_regression_is_the_histories_damped_persistence():
     assert lag_regression(np.full((1, 5, 1), np.nan), np.arange(5.0), 2) == (0.0, 0.0)
 
 
-def test_damped_blend_keeps_its_damping_and_fits_the_network_given_it():
-    rng = np.random.default_rng(6)
-    tasks, per = 40, 50
+def _two_lead_tasks(seed, tasks=40, per=50):
+    """Groups and leads (1 and 2) of ``tasks`` calibration tasks, and persistence, noise and a signal per point."""
+    rng = np.random.default_rng(seed)
     groups = np.repeat(np.arange(tasks), per)
     leads = np.tile(np.repeat([1, 2], per // 2), tasks)
-    p, noise, signal = rng.standard_normal((3, tasks * per))
+    return rng, groups, leads, *rng.standard_normal((3, tasks * per))
+
+
+def test_damped_blend_keeps_its_damping_and_fits_the_network_given_it():
+    rng, groups, leads, p, noise, signal = _two_lead_tasks(6)
     damping = (0.5, 0.25)
     y = np.where(leads == 1, 0.5, 0.25) * p + 0.4 * signal + 0.1 * noise
     net = p + signal  # the network's departure from persistence carries the signal
@@ -135,11 +139,7 @@ def test_a_nan_damping_leaves_its_lead_undamped_and_diurnal_damps_beyond_six_lea
     """Diurnal forecasts of more than 6 leads damp the later ones only (the default's blend stays as it was)."""
     from geonp.blend import forecast_damping as _damping
 
-    rng = np.random.default_rng(7)
-    tasks, per = 40, 50
-    groups = np.repeat(np.arange(tasks), per)
-    leads = np.tile(np.repeat([1, 2], per // 2), tasks)
-    p, noise, signal = rng.standard_normal((3, tasks * per))
+    rng, groups, leads, p, noise, signal = _two_lead_tasks(7)
     y = p + 0.4 * signal + 0.1 * noise
     net = p + signal
     for fit in (mean_weights(y, net, p, leads, 2, damping=(np.nan, 0.5)),
