@@ -229,9 +229,12 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     from .inference import ModelPayload, resolve_device
 
     leads = np.arange(1, n_leads + 1)
+    # a region (a station) without data in the last context_frames frames looks back as far again; its std is
+    # that of its lead from its newest data (geonp.late.point_ages)
+    reach = max(late, int(m.settings["context_frames"]))
     mean, std = lazy_forecast(problem, ModelPayload.from_net(m.net), m.settings, inits=inits, leads=leads,
                               chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size,
-                              calibration=calibration, reach=late)
+                              calibration=calibration, reach=reach)
     coords = {d: ds[d] for d in layout.extra_dims if d in ds.coords}
     coords.update(space_coords(ds, layout))
     coords["init_time"] = ("init_time", times[inits], {"long_name": "forecast initial time",

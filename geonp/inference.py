@@ -23,10 +23,10 @@ from .data.tasks import (
     gap_to_context,
     infill_tasks,
     nearest_distance,
-    observed_frames,
     temporal_support,
 )
 from .errors import FarFromDataWarning, NoContextWarning, warn_user
+from .late import frame_age, point_ages  # noqa: F401  (frame_age: this module's name for it before)
 from .models import Batch, NeuralProcess
 from .normalise import Normaliser
 from .payload import ModelPayload, net_from_payload, resolve_device
@@ -356,10 +356,13 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
     # the calibration's per-lead fields at each forecast's lead from its newest observed frame (its own lead when
     # the initial frame is observed; the initial frame and the one before it not yet delivered: lead + 2)
-    lead_frames = np.asarray(meta["lead_frames"])[None, :] + frame_age(values, meta["frames"])[:, None]
+    # and per target point: a region (a station) not yet delivered while the rest of the window is on time
+    ages = point_ages(np.asarray(values).reshape(len(window.t), -1), meta["ctx_xy"], meta["frames"], meta["tgt_xy"],
+                      look_back=int(meta["context_frames"]) + int(meta.get("reach", 0)) - 1)
+    lead_frames = np.asarray(meta["lead_frames"])[None, :, None] + ages[:, None, :]
 
     def per_lead(field: np.ndarray | float) -> np.ndarray:
-        return np.broadcast_to(np.asarray(field, dtype=np.float32), lead_frames.shape)[..., None]
+        return np.broadcast_to(np.asarray(field, dtype=np.float32), lead_frames.shape)
 
     out[1] *= per_lead(norm.std_factor(lead_frames))
     extra = norm.std_extra(lead_frames)
@@ -374,16 +377,3 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
         p = np.where(np.isfinite(p), p, out[0])
         out[0] = c * p + per_lead(weight) * (out[0] - p)
     return out.reshape(2, len(meta["frames"]), len(leads), *meta["tile_shape"])
-
-
-def frame_age(values: np.ndarray, frames: np.ndarray) -> np.ndarray:
-    """Frames from each of ``frames`` back to the newest frame of ``values`` at or before it with an observation.
-
-    ``values`` is a window ``[frames, ...]``; 0 where the frame itself is observed, and where no frame before
-    it is (such a forecast has no context and no value).
-    """
-    index = np.full(len(values), -1)
-    seen = observed_frames(values)
-    index[seen] = seen
-    newest = np.maximum.accumulate(index)[np.asarray(frames, dtype=np.intp)]
-    return np.where(newest >= 0, np.asarray(frames) - newest, 0)

@@ -220,7 +220,7 @@ def test_a_forecast_from_an_undelivered_frame_is_calibrated_for_its_lead_from_th
 
 def test_frame_age_counts_back_to_the_newest_observed_frame():
     from geonp.calibrate_input import MAX_CALIBRATED_LEAD, calibrated_leads
-    from geonp.inference import frame_age
+    from geonp.late import frame_age
 
     v = np.ones((6, 3))
     v[[1, 3, 4]] = np.nan
@@ -230,3 +230,43 @@ def test_frame_age_counts_back_to_the_newest_observed_frame():
     # the calibration covers the leads asked for (6 at least), as far as the history leaves 24 initial times
     assert calibrated_leads(2, 600, 6) == 6 and calibrated_leads(30, 600, 6, 24) == 30
     assert calibrated_leads(100, 600, 6) == MAX_CALIBRATED_LEAD and calibrated_leads(30, 60, 6, 24) == 7
+
+
+def test_point_ages_count_back_to_the_newest_observation_near_each_target():
+    from geonp.late import point_ages
+
+    xy = np.stack(np.meshgrid(np.arange(4.0), np.arange(6.0), indexing="ij"), -1).reshape(-1, 2)  # 4 x 6, unit spacing
+    v = np.ones((5, len(xy)))
+    north = xy[:, 1] >= 3  # columns 3..5 not yet delivered in the last two frames
+    v[3:, north] = np.nan
+    targets = np.concatenate([xy, [[1.5, 40.0]]])  # and a target far from every observation
+    ages = point_ages(v, xy, np.array([4, 2]), targets, look_back=3)
+    np.testing.assert_array_equal(ages[0, :-1], np.where(xy[:, 1] >= 4, 2, 0))  # column 3 lies 1 from column 2
+    assert ages[0, -1] == 0 and (ages[1] == 0).all()  # nothing near it: the frame's own age; on time at frame 2
+    tight = point_ages(v, xy, np.array([4]), xy, look_back=3, radius=0.5)[0]
+    np.testing.assert_array_equal(tight, np.where(north, 2, 0))
+    v[:, :] = np.nan
+    v[1, 0] = 1.0
+    np.testing.assert_array_equal(point_ages(v, xy, np.array([4]), xy[:2], look_back=3), [[3, 3]])
+    np.testing.assert_array_equal(point_ages(v, xy, np.array([4]), xy[:2], look_back=2), [[3, 3]])  # too old: the
+    # frame's own age, as before
+
+
+def test_late_data_over_part_of_the_domain_are_calibrated_for_their_lead_from_the_data(full):
+    """The north not yet delivered while the south is on time: its std is that of lead + 2 (it was lead's).
+
+    ERA5 north of 56 N three frames late: coverage 0.72-0.80 there before (docs/benchmarks.md).
+    """
+    from geonp.model import resolve_model
+
+    late = full.copy()
+    late["t2m"] = full.t2m.where((full.time < full.time[-2]) | (full.latitude < 51.0))
+    base = resolve_model("bsa-tnp")
+
+    def std(scales):
+        model = dataclasses.replace(base, normaliser=dataclasses.replace(base.normaliser, lead_std_scale=scales))
+        return late.np.forecast("t2m", hours=1, model=model, calibrate=False).t2m_std.values[0, 0]
+
+    ratio = std((1.0, 10.0, 100.0, 1000.0)) / std((1.0,) * 4)
+    np.testing.assert_allclose(ratio[full.latitude.values < 51.0], 1.0, rtol=1e-5)  # on time: lead 1
+    np.testing.assert_allclose(ratio[-1], 100.0, rtol=1e-5)  # the northern row, far from the data: lead 1 + 2

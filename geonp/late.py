@@ -1,0 +1,75 @@
+"""How old a forecast's newest data are: per initial time, and per target point (late data over part of the domain).
+
+A forecast calibrated per lead takes the calibration of ``lead + age``: the age counts the frames from
+its initial time back to the newest data that stand for it. :func:`frame_age` takes any observation
+of the window (the whole initial frame not yet delivered); :func:`point_ages` the newest frame with
+an observation near each target (a region, or a station, that reports late while the rest of the
+window is on time). numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .data.tasks import nearest_distance, observed_frames
+
+__all__ = ["frame_age", "point_ages", "LATE_RADIUS"]
+
+#: an observation within this many model units (the typical spacing of the observed points) of a target stands
+#: for it: a place missing at the initial time between observed neighbours is not late
+LATE_RADIUS = 1.5
+
+
+def frame_age(values: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """Frames from each of ``frames`` back to the newest frame of ``values`` at or before it with an observation.
+
+    ``values`` is a window ``[frames, ...]``; 0 where the frame itself is observed, and where no frame before
+    it is (such a forecast has no context and no value).
+    """
+    index = np.full(len(values), -1)
+    seen = observed_frames(values)
+    index[seen] = seen
+    newest = np.maximum.accumulate(index)[np.asarray(frames, dtype=np.intp)]
+    return np.where(newest >= 0, np.asarray(frames) - newest, 0)
+
+
+def point_ages(values: np.ndarray, xy: np.ndarray, frames: np.ndarray, points: np.ndarray, look_back: int,
+               radius: float = LATE_RADIUS) -> np.ndarray:
+    """Per initial frame and target point: frames back to the newest frame with an observation near the point.
+
+    Parameters
+    ----------
+    values : ndarray ``[T, P]``
+        The window's values (NaN = missing) at its points ``xy`` ``[P, 2]`` (model units).
+    frames : ndarray ``[I]``
+        Indices of the initial frames in the window.
+    points : ndarray ``[N, 2]``
+        The targets (model units).
+    look_back : int
+        Frames before each initial frame that may hold its context (older frames are not searched).
+    radius : float
+        An observation this close (model units) stands for a target.
+
+    Returns
+    -------
+    ndarray ``[I, N]`` of int
+        At least :func:`frame_age` of the frame; a point without an observation that near in the frames
+        searched (a place never observed, ``targets=`` elsewhere) gets :func:`frame_age`.
+    """
+    values = np.asarray(values).reshape(len(values), -1)
+    frames = np.asarray(frames, dtype=np.intp)
+    base = frame_age(values, frames)
+    out = np.repeat(base[:, None], len(points), axis=1)
+    observed = np.isfinite(values)
+    for row, (i, age) in enumerate(zip(frames, base)):
+        open_ = np.ones(len(points), dtype=bool)
+        for f in range(i - age, max(-1, i - look_back - 1), -1):
+            if not observed[f].any():
+                continue
+            waiting = np.flatnonzero(open_)
+            found = waiting[nearest_distance(points[waiting], xy[observed[f]]) <= radius]
+            out[row, found] = i - f
+            open_[found] = False
+            if not open_.any():
+                break
+    return out
