@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import geo, members, seasonal, timeaxis
+from . import members, seasonal, timeaxis
 from . import reference as references
 from .chunked import chunk_sizes, lazy_forecast, lazy_infill
 from .errors import (
@@ -209,7 +209,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if kind == "diurnal":
         kind, lag = references.keep_diurnal(ds[layout.var], layout.time, inits, np.arange(1, n_leads + 1), lag,
                                             auto=asked == "auto")
-    work, cycle = _departures(ds, layout, kind, lag, past)
+    work, cycle = references.forecast_input(ds, layout, kind, lag, past)
     if shipped_name(model) is not None and kind != "seasonal":
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
@@ -223,7 +223,8 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     # frames not yet delivered just before it do not make the data look sparser in space
     late_first = late if len(inits) == 1 or not late else timeaxis.trailing_empty(ds[layout.var], layout.time, history)
     counted = work.isel({layout.time: slice(lag, max(lag + 1, history - late_first))})
-    problem, _ = plan_problem(work, layout, m, "forecast", part=part, counted=counted)
+    problem, _ = plan_problem(work, layout, m, "forecast", part=part, counted=counted,
+                              raw=ds.isel(past) if kind != "none" else None)
     if problem is None:
         return None
     from .inference import ModelPayload, resolve_device
@@ -269,6 +270,8 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                                          ref_change)
     if kind == "diurnal":  # leads beyond a day add the forecast of a day earlier
         out[name], out[f"{layout.var}_std"] = references.chain_days(out[name], out[f"{layout.var}_std"], lag)
+    if problem.norm.nonnegative:  # rain, wind speed: no mean below every value of the history (NaN stays NaN)
+        out[name] = out[name].clip(min=0.0, keep_attrs=True)
     # no uncertainty without a prediction: where y(valid - 24 h) is missing the mean is NaN, and so the std (lazily)
     out[f"{layout.var}_std"] = references.mask_like(out[f"{layout.var}_std"], out[name])
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
@@ -279,20 +282,6 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")
     return out
-
-
-def _departures(ds: xr.Dataset, layout: geo.Layout, kind: str, lag: int, past: dict) -> tuple[xr.Dataset, Any]:
-    """``ds`` as the network forecasts it (departures from the ``kind`` reference) and the annual cycle, if any.
-
-    The cycle is fitted on the frames ``past`` selects, its prior on each point's x, y and elevation.
-    """
-    if kind == "diurnal":
-        return references.departure(ds, layout.var, layout.time, lag), None
-    if kind != "seasonal":
-        return ds, None
-    points = seasonal.point_covariates(ds, layout.space_dims, (layout.x, layout.y, layout.elevation))
-    cycle = seasonal.cached_cycle(ds[layout.var].isel(past), layout.time, covariates=points)
-    return references.cycle_departure(ds, layout.var, layout.time, cycle), cycle
 
 
 #: CF standard names of time coordinates a forecast output sets itself
@@ -387,7 +376,7 @@ def fit(
         kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]),
                                        history_years=seasonal.span_years(ds[layout.time].values))
         if kind != "none":
-            ds, raw = _departures(ds, layout, kind, lag, {})[0], ds
+            ds, raw = references.forecast_input(ds, layout, kind, lag, {})[0], ds
     else:
         references.check(reference)
     if task == "infill" and start is None and has_scattered_windows(model):  # the windows infill would choose

@@ -31,9 +31,8 @@ import xarray as xr
 from . import seasonal
 from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_user
 
-__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "cycle_departure", "add_back", "add_cycle",
-           "cycle_change", "trend", "add_trend", "mask_like",
-           "keep_diurnal", "MAX_MISSING_REFERENCE"]
+__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "forecast_input", "cycle_departure", "add_back",
+           "add_cycle", "cycle_change", "trend", "add_trend", "mask_like", "keep_diurnal", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -279,3 +278,18 @@ def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits
     w = w.reshape(shape)
     step = np.where(w == 0, 0.0, t.data * w)
     return (mean + step.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def forecast_input(ds: xr.Dataset, layout, kind: str, lag: int,
+                   past: dict) -> tuple[xr.Dataset, xr.DataArray | None]:
+    """``ds`` as the network forecasts it (departures from the ``kind`` reference) and the annual cycle, if any.
+
+    The cycle is fitted on the frames ``past`` selects, its prior on each point's x, y and elevation.
+    """
+    if kind == "diurnal":
+        return departure(ds, layout.var, layout.time, lag), None
+    if kind != "seasonal":
+        return ds, None
+    points = seasonal.point_covariates(ds, layout.space_dims, (layout.x, layout.y, layout.elevation))
+    cycle = seasonal.cached_cycle(ds[layout.var].isel(past), layout.time, covariates=points)
+    return cycle_departure(ds, layout.var, layout.time, cycle), cycle
