@@ -73,6 +73,14 @@ class GeonpAccessor:
             cell's footprint, smoothed over one cell, or a 10 km disk around each station);
             ``"none"``: no land–sea trend; or the name of the mask variable. A model fitted with a
             mask needs one.
+        mask : "observed", str or DataArray, optional
+            Where the field is defined (True): ``"observed"`` (the points with a value in at least one
+            frame; reads the variable once more), or a boolean (0/1) variable, coordinate or DataArray
+            on the space dims (``mask=ds.lsm < 0.5`` for a sea-surface field). Points outside are no
+            part of the field: not context, not gaps (neither predicted nor counted in the gaps'
+            sizes and the data's density), NaN in every output. Without it every NaN is a gap, and a
+            grid whose points lack a value in every frame gets a
+            :class:`~geonp.errors.NeverObservedWarning`.
 
         Returns
         -------
@@ -106,7 +114,7 @@ class GeonpAccessor:
         10–30 CPU-s). ``"auto"`` (default) does so for shipped weights when that history holds at
         least 24 initial times with every lead (:func:`geonp.calibrate_input.calibration_inits`);
         ``True`` always, ``False`` never (the raw network). The output's ``geonp_calibrated``
-        attribute says which. Returns
+        attribute says which. ``mask``: where the field is defined, as for :meth:`infill`. Returns
         ``{var}_mean`` and ``{var}_std`` with dims ``(init_time, lead_time, <space>)`` and a
         ``valid_time`` coordinate.
         """
@@ -122,7 +130,7 @@ class GeonpAccessor:
         (``"infill"`` or ``"forecast"``), ``max_time`` (``"10min"``: the training loop; reading,
         validation and calibration add 20–40 s) and/or ``steps``, ``seed``, ``covariates``,
         ``pretrained`` (start from shipped weights, default ``True``), ``device``, ``progress``, for
-        ``task="infill"`` ``land`` (see :meth:`infill`) and, for ``task="forecast"``,
+        ``task="infill"`` ``land`` (see :meth:`infill`), ``mask`` (see :meth:`infill`) and, for ``task="forecast"``,
         ``reference`` (see :meth:`forecast`; saved with the model). Forecasts use no land–sea trend.
         """
         from . import api

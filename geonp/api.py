@@ -40,9 +40,9 @@ from .timeaxis import parse_duration
 __all__ = ["infill", "forecast", "fit", "parse_duration"]
 
 _INFILL_OPTIONS = ("model", "targets", "covariates", "chunks", "device", "crs", "halo", "tile", "time_window",
-                   "frames_per_task", "batch_size", "calibrate", "land")
+                   "frames_per_task", "batch_size", "calibrate", "land", "mask")
 _FORECAST_OPTIONS = ("hours", "steps", "model", "init_time", "covariates", "chunks", "device", "crs", "halo", "tile",
-                     "context_frames", "reference", "batch_size", "calibrate")
+                     "context_frames", "reference", "batch_size", "calibrate", "mask")
 
 
 def infill(
@@ -62,11 +62,12 @@ def infill(
     batch_size: int = 8,
     calibrate: bool | str = "auto",
     land: str | bool | None = "auto",
+    mask=None,
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     return _infill(obj, var, model=model, targets=targets, covariates=covariates, chunks=chunks, device=device,
                    crs=crs, halo=halo, tile=tile, time_window=time_window, frames_per_task=frames_per_task,
-                   batch_size=batch_size, calibrate=calibrate, land=land)
+                   batch_size=batch_size, calibrate=calibrate, land=land, mask=mask)
 
 
 def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
@@ -74,11 +75,11 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     from . import calibrate_input
 
     (model, targets, covariates, chunks, device, crs, halo, tile, time_window, frames_per_task, batch_size, calibrate,
-     land) = (options[k] for k in _INFILL_OPTIONS)
+     land, mask) = (options[k] for k in _INFILL_OPTIONS)
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task)
     _check_batch_size(batch_size)
-    ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land=land)
+    ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land=land, mask=mask)
     windows = {"halo": halo, "tile": tile}
     m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
@@ -157,11 +158,12 @@ def forecast(
     reference: str | None = None,
     batch_size: int = 8,
     calibrate: bool | str = "auto",
+    mask=None,
 ) -> xr.Dataset:
     """Forecast ``var`` up to ``hours`` ahead (or ``steps`` time steps); see :meth:`GeonpAccessor.forecast`."""
     return _forecast(obj, var, hours=hours, steps=steps, model=model, init_time=init_time, covariates=covariates,
                      chunks=chunks, device=device, crs=crs, halo=halo, tile=tile, context_frames=context_frames,
-                     reference=reference, batch_size=batch_size, calibrate=calibrate)
+                     reference=reference, batch_size=batch_size, calibrate=calibrate, mask=mask)
 
 
 def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
@@ -169,11 +171,11 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     from . import calibrate_input
 
     (hours, steps, model, init_time, covariates, chunks, device, crs, halo, tile, context_frames, reference, batch_size,
-     calibrate) = (options[k] for k in _FORECAST_OPTIONS)
+     calibrate, mask) = (options[k] for k in _FORECAST_OPTIONS)
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, context_frames=context_frames)
     _check_batch_size(batch_size)
-    ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land="none")  # forecasts use no land trend
+    ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land="none", mask=mask)  # no land trend
     if layout.time is None:
         numeric = [d for d in ds[layout.var].dims if d in ds.coords and "time" in str(d).lower()]
         hint = (f" {numeric[0]!r} holds {ds[numeric[0]].dtype} values, not dates: assign datetimes (e.g. "
@@ -332,6 +334,7 @@ def fit(
     context_frames: int | None = None,
     reference: str = "auto",
     land: str | bool | None = "auto",
+    mask=None,
     **train_options: Any,
 ) -> Model:
     """Train a model on the dataset itself; see :meth:`GeonpAccessor.fit`."""
@@ -357,7 +360,8 @@ def fit(
     if steps is not None and (not isinstance(steps, (int, np.integer)) or steps < 0):
         raise ConfigError(f"steps={steps!r}; expected a non-negative integer (0: calibrate the shipped weights only).")
     model, start = starting_model(model)
-    ds, layout, explicit = prepare(obj, var, crs=crs, covariates=covariates, land=land if task == "infill" else "none")
+    ds, layout, explicit = prepare(obj, var, crs=crs, covariates=covariates, land=land if task == "infill" else "none",
+                                   mask=mask)
     if task == "forecast" and layout.time is None:
         raise TimeAxisError(f"task='forecast' needs a time axis but {layout.var!r} has dims "
                             f"{list(ds[layout.var].dims)}; fit task='infill' instead.")

@@ -12,7 +12,6 @@ output equals unchunked output whenever the halo covers the context the model ne
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ import xarray as xr
 
 from . import frames, geo, timeaxis
 from .data.tasks import frame_groups
+from .domain import find_domain
 from .errors import ConfigError
 from .frames import Frame
 from .geo import Layout
@@ -32,10 +32,7 @@ from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spa
 from .surface import COASTLINE, find_land, land_like_source
 from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells, window_task
 
-#: a record with more frames than this is planned (observed fraction, spread) from this many evenly spaced frames
-PLAN_FRAMES = 32
-
-__all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast", "observed_stats"]
+__all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast"]
 
 DEFAULT_FRAMES = 24
 
@@ -52,6 +49,7 @@ class Space:
     elevation: np.ndarray | None  # [P] metres
     layout: Layout
     land: np.ndarray | None = None  # [P] land fraction (smoothed on grids)
+    domain: np.ndarray | None = None  # [P] bool: where the field is defined (mask=, geonp.domain), None: everywhere
 
     @property
     def size(self) -> int:
@@ -75,7 +73,7 @@ def space_of(ds: xr.Dataset, layout: Layout, frame: Frame | None) -> Space:
     elev = geo.find_elevation(ds, layout)
     shape = tuple(ds.sizes[d] for d in layout.space_dims)
     return Space(layout.space_dims, shape, lon, lat, km, None if elev is None else elev.reshape(-1), layout,
-                 find_land(ds, layout, lon, lat))
+                 find_land(ds, layout, lon, lat), find_domain(ds, layout))
 
 
 @dataclass
@@ -357,43 +355,3 @@ def _input_chunks(ds: xr.Dataset, layout: Layout):
     if layout.time is None:
         c = (*c[: len(layout.extra_dims)], (1,), *c[len(layout.extra_dims):])
     return c
-
-
-def observed_stats(ds: xr.Dataset, layout: Layout, *,
-                   gaps_needed: bool = False) -> tuple[int, int, float, float, float]:
-    """(observed values, total values, their std, share of the values with data, smallest value) of ``layout.var``.
-
-    With more than :data:`PLAN_FRAMES` frames they come from that many evenly spaced frames (read
-    chunk by chunk; the counts scaled to the whole), so that planning a long record reads a bounded
-    sample of it, whatever its backing or chunking (so chunked and unchunked runs plan alike). The
-    whole record is counted instead where the sample would raise an error the whole might not: fewer
-    than two observed values, or, with ``gaps_needed``, no missing value.
-
-    The last is the share of the values that lie in an index of the extra dims (a member, a level)
-    with any observation: the observed fraction that sets the space unit is taken over those, so an
-    empty member (missing, or a level below ground) does not change the others' predictions.
-    """
-    data = _dask_data(ds, layout, {})
-    n_extra, n_all = len(layout.extra_dims), int(math.prod(data.shape))  # the time axis follows the extra dims
-    n_frames = data.shape[n_extra]
-    if n_frames > PLAN_FRAMES:
-        frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
-        count, n, spread, share, lowest = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
-        if count >= 2 and (count < n or not gaps_needed):
-            estimate = round(count / n * n_all)
-            return min(max(2, estimate), n_all if count == n else n_all - 1), n_all, spread, share, lowest
-    return _moments(data, n_extra)
-
-
-def _moments(data: da.Array, n_extra: int = 0) -> tuple[int, int, float, float, float]:
-    """(finite values, values, their std, share of values in extra indices with data, smallest), one pass."""
-    x = data.astype(np.float64)
-    finite = da.isfinite(data)
-    per_index = finite.sum(axis=tuple(range(n_extra, data.ndim))) if n_extra else finite.sum()
-    counts, total, squares, lowest = dask.compute(per_index, da.nansum(x), da.nansum(x * x), da.nanmin(x))
-    count, counts = int(np.sum(counts)), np.atleast_1d(np.asarray(counts))
-    if count == 0:
-        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan
-    mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
-    spread = float(np.sqrt(max(squares / count - mean * mean, 0.0)))
-    return count, int(math.prod(data.shape)), spread, float(np.mean(counts > 0)), float(lowest)

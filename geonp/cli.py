@@ -145,7 +145,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, frames_per_task=args.frames_per_task,
                             batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate,
-                            land=args.land)
+                            land=args.land, mask=args.mask)
     _write(result, out, args, history, start)
 
 
@@ -162,7 +162,7 @@ def _forecast(args: argparse.Namespace, history: str) -> None:
                               covariates=args.covariates, chunks=chunks, device=args.device, crs=args.crs,
                               halo=args.halo, tile=args.tile, context_frames=args.context_frames,
                               reference=args.reference, batch_size=args.batch_size,
-                              calibrate="auto" if args.calibrate is None else args.calibrate)
+                              calibrate="auto" if args.calibrate is None else args.calibrate, mask=args.mask)
     _write(result, out, args, history, start)
 
 
@@ -181,7 +181,7 @@ def _fit(args: argparse.Namespace, history: str) -> None:
                     seed=args.seed, covariates=args.covariates, crs=args.crs, device=args.device,
                     progress=not args.quiet, reference=args.reference, preset=args.preset,
                     pretrained=not args.from_scratch, time_window=args.time_window,
-                    context_frames=args.context_frames, land=args.land)
+                    context_frames=args.context_frames, land=args.land, mask=args.mask)
     model.metadata.setdefault("command", history)
     model.save(out, overwrite=True)  # _refuse_existing checked --overwrite before training
     steps = model.metadata.get("steps")

@@ -64,6 +64,10 @@ def _common(p: argparse.ArgumentParser, *, model_help: str) -> None:
                         "the order the dates show, else month first with a warning")
     p.add_argument("--na-values", nargs="+", metavar="VALUE",
                    help="CSV input: values that mean missing (e.g. --na-values -9999 -99.9)")
+    p.add_argument("--mask", metavar="MASK",
+                   help="where the field is defined: 'observed' (points with a value in some frame) or the name of a "
+                        "boolean (0/1) variable on the space dims; points outside are neither context nor gaps, and "
+                        "NaN in the output (e.g. land in a sea-surface field)")
     p.add_argument("--device", default="auto", help="auto (a GPU when present, default), cpu or cuda")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")

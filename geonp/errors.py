@@ -149,6 +149,10 @@ class MissingReferenceWarning(UserWarning):
     """The values a diurnal reference adds back, ``y(valid - 24 h)``, are missing at some forecast points."""
 
 
+class NeverObservedWarning(UserWarning):
+    """Points of a grid have no value in any frame (land in a sea field?) and are filled like any gap; see ``mask=``."""
+
+
 class UnvalidatedStepWarning(UserWarning):
     """A forecast with shipped weights on daily or longer steps, where they have not been validated."""
 

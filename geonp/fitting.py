@@ -293,11 +293,15 @@ def fit_model(
 
 
 def _kept_values(problem, keep: np.ndarray) -> np.ndarray:
-    """Load the problem's values at frames ``keep`` as ``[series, frames, points]`` float64."""
+    """Load the problem's values at frames ``keep`` as ``[series, frames, points]`` float64.
+
+    Only the points where the field is defined (``mask=``, :mod:`geonp.domain`), as :func:`_window` has them.
+    """
     data = problem.data
     E, P = int(np.prod(problem.extra_shape)), problem.source.size
     values = np.asarray(data[..., keep, :, :] if problem.source.is_grid else data[..., keep, :], dtype=np.float64)
-    return values.reshape(E, len(keep), P)
+    values = values.reshape(E, len(keep), P)
+    return values if problem.source.domain is None else values[..., problem.source.domain]
 
 
 def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:
@@ -308,5 +312,10 @@ def _window(problem, keep: np.ndarray, norm: Normaliser) -> Window:
         km = Frame("aeqd", *frames.centre_of(src.lon, src.lat)).to_km(src.lon, src.lat)
     else:
         km = src.km
-    return Window(values=np.zeros((len(keep), 0)), xy=km / problem.unit_km, t=problem.t_units[keep],
-                  hours=problem.hours[keep], lon=src.lon, elevation=src.elevation, land=src.land)
+    inside = slice(None) if src.domain is None else src.domain  # the points of the field (_kept_values)
+
+    def pick(a):
+        return None if a is None else a[inside]
+
+    return Window(values=np.zeros((len(keep), 0)), xy=km[inside] / problem.unit_km, t=problem.t_units[keep],
+                  hours=problem.hours[keep], lon=src.lon[inside], elevation=pick(src.elevation), land=pick(src.land))

@@ -249,17 +249,21 @@ def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | N
     return task.select_targets(np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions]))
 
 
-def _window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndarray | None = None) -> np.ndarray:
+def _window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndarray | None = None,
+                domain: np.ndarray | None = None) -> np.ndarray:
     """The distance (model units) from ``points`` to the data of each of ``group``'s frames.
 
-    ``points`` (model units): a whole tile's targets; by default each frame's missing source points.
+    ``points`` (model units): a whole tile's targets; by default each frame's missing source points
+    (inside ``domain``, where the field is defined: ``mask=``).
     """
     out = [np.zeros(0)]
     xy = window.xy[:n_source]
+    inside = np.ones(n_source, dtype=bool) if domain is None else np.asarray(domain, dtype=bool)
     for f in np.atleast_1d(group):
         ok = np.isfinite(window.values[f, :n_source])
-        if ok.any() and (points is not None or not ok.all()):
-            out.append(nearest_distance(xy[~ok] if points is None else points, xy[ok]))
+        gap = ~ok & inside
+        if ok.any() and (points is not None or gap.any()):
+            out.append(nearest_distance(xy[gap] if points is None else points, xy[ok]))
     return np.concatenate(out)
 
 
@@ -271,7 +275,7 @@ def _deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> li
     ``targets=``, those of the whole tile's targets (``meta["reach_xy"]``, when the block holds a part).
     """
     if meta.get("fill_gaps"):
-        return [_window_gap(window, n_source, g) for g in groups]
+        return [_window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
     if "reach_xy" in meta:
         return [None if gap is None else _window_gap(window, n_source, g, meta["reach_xy"])
                 for g, gap in zip(groups, gaps)]

@@ -54,8 +54,10 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
     coordinates, not the grid's own axes (``rlat``/``rlon``, ``y``/``x``), and rioxarray would read
     it as the axes' CRS and place the grid elsewhere. The 2-D latitude/longitude stay in the output.
     """
+    from .domain import mask_outputs
     from .io.crs import write_crs
 
+    out = mask_outputs(out)  # NaN outside mask= (where the field is not defined)
     where = crs_layout or layout
     if not _lonlat_off_axes(out, where):
         out = write_crs(out, where.crs)

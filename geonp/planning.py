@@ -4,21 +4,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+import dask
+import dask.array as da
+import numpy as np
 import xarray as xr
 
 from . import geo
-from .chunked import Problem, build_problem, observed_stats
-from .errors import NoDataError, SparseDataWarning, warn_user
+from .chunked import Problem, _dask_data, build_problem
+from .domain import DOMAIN_COORD, NEVER_OBSERVED_MIN_FRAMES, find_domain
+from .errors import NeverObservedWarning, NoDataError, SparseDataWarning, warn_user
+from .geo import Layout
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["plan_problem", "SPARSE_POINTS"]
+__all__ = ["plan_problem", "observed_stats", "Observed", "SPARSE_POINTS", "PLAN_FRAMES"]
 
 #: fewer observed points per frame than this (on average) get a :class:`~geonp.errors.SparseDataWarning`
 SPARSE_POINTS = 10
+
+#: a record with more frames than this is planned (observed fraction, spread) from this many evenly spaced frames
+PLAN_FRAMES = 32
+
+
+class Observed(NamedTuple):
+    """What planning counts of a variable (:func:`observed_stats`)."""
+
+    count: int  #: observed values
+    total: int  #: values (where the field is defined)
+    spread: float  #: their std
+    share: float  #: share of the values in an index of the extra dims with any observation
+    lowest: float  #: the smallest observed value
+    never: tuple[float, float]  #: share of the points never observed, and the share independent gaps would leave
 
 
 def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None,
@@ -35,8 +54,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     observed value decides whether the prediction is never negative (``Normaliser.nonnegative``).
     """
     gaps_needed = task == "infill" and target is None and not part
-    n_obs, n_all, spread, share, lowest = observed_stats(ds if counted is None else counted, layout,
-                                                         gaps_needed=gaps_needed)
+    n_obs, n_all, spread, share, lowest, never = observed_stats(ds if counted is None else counted, layout,
+                                                                gaps_needed=gaps_needed)
     if part and n_obs < 2:
         return None, n_obs
     if n_obs == 0:
@@ -49,6 +68,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
         raise NoDataError(f"{layout.var!r} has no gaps (no NaN values) to fill; mask the cells to predict with NaN "
                           "(e.g. ds.where(mask)), or pass targets= (CLI --targets PATH) to predict at other "
                           "coordinates.")
+    if gaps_needed:
+        _warn_never_observed(ds, layout, never)
     points = math.prod(ds.sizes[d] for d in layout.space_dims)
     per_frame = n_obs / max(n_all / points * share, 1.0)  # frames (and members, levels) with data
     if per_frame < SPARSE_POINTS and not part:
@@ -63,7 +84,71 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     # (an absolute 1e-6 made methane mole fractions, spread 1e-8, infill 12 times worse than linear interpolation)
     floor = 1e-3 * spread if spread > 0 else model.normaliser.value_std_floor
     if raw is not None:  # departures from a reference go below 0 whatever the variable does
-        lowest = observed_stats(raw, layout)[4]
+        lowest = observed_stats(raw, layout).lowest
     norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor, nonnegative=lowest >= 0)
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
     return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
+
+
+def _warn_never_observed(ds: xr.Dataset, layout: Layout, never: tuple[float, float]) -> None:
+    """Warn when more points of a grid lack a value in every frame than gaps drawn frame by frame would leave."""
+    share, chance = never
+    if (len(layout.space_dims) != 2 or layout.time is None or DOMAIN_COORD in ds.coords
+            or ds.sizes[layout.time] < NEVER_OBSERVED_MIN_FRAMES or share <= max(0.01, 3.0 * chance + 0.005)):
+        return
+    warn_user(f"{share:.1%} of the points of {layout.var!r} have no value in any frame (land in a sea-surface field, "
+              "a level below the ground, outside a swath?); they are filled like any gap, and count as gaps deep "
+              "inside the data. If the field is not defined there, pass mask='observed' (CLI --mask observed) to "
+              "leave them NaN, or mask= where it is defined (e.g. mask=ds.lsm < 0.5).", NeverObservedWarning)
+
+
+def observed_stats(ds: xr.Dataset, layout: Layout, *, gaps_needed: bool = False) -> Observed:
+    """The :class:`Observed` counts of ``layout.var``.
+
+    With more than :data:`PLAN_FRAMES` frames they come from that many evenly spaced frames (read
+    chunk by chunk; the counts scaled to the whole), so that planning a long record reads a bounded
+    sample of it, whatever its backing or chunking (so chunked and unchunked runs plan alike). The
+    whole record is counted instead where the sample would raise an error the whole might not: fewer
+    than two observed values, or, with ``gaps_needed``, no missing value.
+
+    The last is the share of the values that lie in an index of the extra dims (a member, a level)
+    with any observation: the observed fraction that sets the space unit is taken over those, so an
+    empty member (missing, or a level below ground) does not change the others' predictions.
+    Values count only where the field is defined (``mask=``, :mod:`geonp.domain`).
+    """
+    data = _dask_data(ds, layout, {})
+    inside = find_domain(ds, layout)
+    part = 1.0 if inside is None else float(inside.mean())  # the share of the points where the field is defined
+    n_extra, n_all = len(layout.extra_dims), round(math.prod(data.shape) * part)  # time follows the extra dims
+    n_frames = data.shape[n_extra]
+    if n_frames > PLAN_FRAMES:
+        frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
+        count, n, spread, share, lowest, never = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
+        n = round(n * part)
+        if count >= 2 and (count < n or not gaps_needed):
+            estimate = round(count / n * n_all)
+            count = min(max(2, estimate), n_all if count == n else n_all - 1)
+            return Observed(count, n_all, spread, share, lowest, never)
+    count, _, spread, share, lowest, never = _moments(data, n_extra)
+    return Observed(count, n_all, spread, share, lowest, never)
+
+
+def _moments(data: da.Array, n_extra: int = 0) -> tuple:
+    """:class:`Observed`'s fields of ``data`` ``[extra..., time, *space]`` (values not scaled to a mask), one pass."""
+    x = data.astype(np.float64)
+    finite = da.isfinite(data)
+    per_index = finite.sum(axis=tuple(range(n_extra, data.ndim))) if n_extra else finite.sum()
+    space = tuple(range(n_extra + 1, data.ndim))
+    counts, total, squares, lowest, ever, per_frame = dask.compute(
+        per_index, da.nansum(x), da.nansum(x * x), da.nanmin(x), finite.any(axis=n_extra), finite.mean(axis=space))
+    count, counts = int(np.sum(counts)), np.atleast_1d(np.asarray(counts)).ravel()
+    if count == 0:
+        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan, (0.0, 0.0)
+    mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
+    spread = float(np.sqrt(max(squares / count - mean * mean, 0.0)))
+    # points without a value in any frame, and as many as gaps drawn independently frame by frame would leave
+    with_data = counts > 0 if n_extra else np.ones(1, dtype=bool)
+    ever = np.asarray(ever).reshape(len(counts), -1)[with_data]
+    chance = np.prod(1.0 - np.asarray(per_frame).reshape(len(counts), -1)[with_data], axis=1)
+    never = (float(np.mean(~ever)), float(np.mean(chance)))
+    return count, int(math.prod(data.shape)), spread, float(np.mean(counts > 0)), float(lowest), never

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from . import geo
+from . import domain, geo
 from .errors import CoordinateError, VariableNotFoundError, VariableTypeError
 
 __all__ = ["prepare"]
@@ -36,10 +36,11 @@ def _split_covariates(covariates) -> tuple[str | None, xr.DataArray | None, tupl
     return elev, None, tuple(dict.fromkeys(names))
 
 
-def prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
+def prepare(obj, var, *, crs, covariates, land, mask=None) -> tuple[xr.Dataset, geo.Layout, tuple[str, ...] | None]:
     """The dataset holding ``var``, its layout, and the covariates named explicitly (``None``: found automatically).
 
-    An elevation passed as a DataArray in ``covariates=`` is added to the dataset as a coordinate.
+    An elevation passed as a DataArray in ``covariates=`` is added to the dataset as a coordinate, and
+    ``mask=`` (where the field is defined) as :data:`geonp.domain.DOMAIN_COORD` (:func:`geonp.domain.restrict`).
     """
     elev_name, elev_da, explicit = _split_covariates(covariates)
     ds, name = geo.select_variable(obj, var)
@@ -54,4 +55,5 @@ def prepare(obj, var, *, crs, covariates, land) -> tuple[xr.Dataset, geo.Layout,
         raise CoordinateError(f"covariates= elevation has dims {list(elev_da.dims)}; expected the space dims of "
                               f"{name!r}, {list(layout.space_dims)}. Pass a DEM on the data's own grid or stations "
                               "(e.g. dem.interp_like(ds)).")
+    ds = domain.restrict(ds, layout, mask)
     return ds, layout, explicit

@@ -125,7 +125,7 @@ def _recorded(ds: xr.Dataset, read: set) -> xr.Dataset:
 
 def test_planning_a_long_lazy_record_reads_a_sample_of_it():
     """A lazy infill of a long record reads at most PLAN_FRAMES frames before it returns, and equals the eager one."""
-    from geonp.chunked import PLAN_FRAMES
+    from geonp.planning import PLAN_FRAMES
 
     ds, _ = field(nlat=5, nlon=6, times=3 * PLAN_FRAMES)
     read = set()
@@ -137,7 +137,7 @@ def test_planning_a_long_lazy_record_reads_a_sample_of_it():
 
 def test_planning_counts_the_whole_record_before_refusing_it():
     """Where the sample has no gaps, the whole record decides: gaps elsewhere are filled, none at all is refused."""
-    from geonp.chunked import PLAN_FRAMES
+    from geonp.planning import PLAN_FRAMES
 
     ds, _ = field(nlat=4, nlon=5, times=2 * PLAN_FRAMES + 1, keep=1.0)
     with pytest.raises(NoDataError, match="no gaps"):

@@ -258,12 +258,12 @@ def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypa
     argv = ["fit", str(nc), "--out", str(model), "--var", "t2m", "--model", "te-tnp", "--task", "forecast",
             "--max-time", "90s", "--steps", "7", "--seed", "3", "--covariates", "hour", "--device", "cpu", "--quiet",
             "--reference", "none", "--preset", "paper", "--from-scratch", "--context-frames", "3",
-            "--land", "lsm"]
+            "--land", "lsm", "--mask", "observed"]
     assert main(argv) == 0
     assert seen == {"var": "t2m", "sizes": {"time": 4, "latitude": 8, "longitude": 10}, "model": "te-tnp",
                     "task": "forecast", "max_time": "90s", "steps": 7, "seed": 3, "covariates": ["hour"], "crs": None,
                     "device": "cpu", "progress": False, "reference": "none", "preset": "paper", "pretrained": False,
-                    "time_window": None, "context_frames": 3, "land": "lsm"}
+                    "time_window": None, "context_frames": 3, "land": "lsm", "mask": "observed"}
     assert model.read_bytes() == b"model"
     assert capsys.readouterr().out.startswith(f"saved te-tnp (forecast of t2m, 7 steps) to {model}")
 
