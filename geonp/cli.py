@@ -58,14 +58,20 @@ def _open(args: argparse.Namespace, chunks):
     from .io import open_dataset
 
     extra = {}
-    if args.na_values:
-        if Path(args.input).suffix.lower() != ".csv":
-            raise ConfigError(f"--na-values applies to CSV inputs; {args.input!r} is not a .csv file (mask other "
-                              "formats' missing values in the file, e.g. a NetCDF _FillValue).")
-        extra["na_values"] = list(args.na_values)
+    if args.na_values:  # numbers for every format but CSV, whose markers may be text (pandas' na_values)
+        csv = Path(args.input).suffix.lower() == ".csv"
+        extra["na_values"] = list(args.na_values) if csv else [_number(v, "--na-values") for v in args.na_values]
     # any chunks= gives dask-backed variables: nothing is read whole, the API then tiles as asked
     return open_dataset(args.input, chunks={} if chunks is not None else None, crs=args.crs, dayfirst=args.dayfirst,
                         **extra)
+
+
+def _number(text: str, option: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{option} {text!r} is not a number; for a grid (GRIB, NetCDF, Zarr, GeoTIFF) the values "
+                          "that mean missing are numbers, e.g. --na-values -999 -9999.") from None
 
 
 def _open_targets(args: argparse.Namespace):

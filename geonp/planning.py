@@ -16,6 +16,7 @@ from .chunked import Problem, _dask_data, build_problem
 from .domain import DOMAIN_COORD, NEVER_OBSERVED_MIN_FRAMES, find_domain
 from .errors import NeverObservedWarning, NoDataError, SparseDataWarning, warn_user
 from .geo import Layout
+from .io.stations import SENTINELS
 
 if TYPE_CHECKING:
     from .model import Model
@@ -37,6 +38,7 @@ class Observed(NamedTuple):
     spread: float  #: their std
     share: float  #: share of the values in an index of the extra dims with any observation
     lowest: float  #: the smallest observed value
+    highest: float  #: the largest
     never: tuple[float, float]  #: share of the points never observed, and the share independent gaps would leave
 
 
@@ -54,8 +56,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     observed value decides whether the prediction is never negative (``Normaliser.nonnegative``).
     """
     gaps_needed = task == "infill" and target is None and not part
-    n_obs, n_all, spread, share, lowest, never = observed_stats(ds if counted is None else counted, layout,
-                                                                gaps_needed=gaps_needed)
+    n_obs, n_all, spread, share, lowest, highest, never = observed_stats(ds if counted is None else counted, layout,
+                                                                         gaps_needed=gaps_needed)
     if part and n_obs < 2:
         return None, n_obs
     if n_obs == 0:
@@ -70,6 +72,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
                           "coordinates.")
     if gaps_needed:
         _warn_never_observed(ds, layout, never)
+    if not part:
+        _warn_sentinel(layout, lowest, highest)
     points = math.prod(ds.sizes[d] for d in layout.space_dims)
     per_frame = n_obs / max(n_all / points * share, 1.0)  # frames (and members, levels) with data
     if per_frame < SPARSE_POINTS and not part:
@@ -88,6 +92,16 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor, nonnegative=lowest >= 0)
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
     return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
+
+
+def _warn_sentinel(layout: Layout, lowest: float, highest: float) -> None:
+    """Warn when the smallest or largest value is a common missing-value marker (-999, -9999, ...) read as data."""
+    for value, which in ((lowest, "smallest"), (highest, "largest")):
+        if np.isfinite(value) and np.any(np.isclose(value, SENTINELS, rtol=0, atol=1e-9)):
+            v = layout.var
+            warn_user(f"the {which} value of {v!r} is {value:g}, a common missing-value marker, and it is read as "
+                      f"data. If it means missing, mask it: ds[{v!r}] = ds[{v!r}].where(ds[{v!r}] != {value:g}), or "
+                      f"geonp.open_dataset(path, na_values=[{value:g}]) (CLI --na-values {value:g}).", UserWarning)
 
 
 def _warn_never_observed(ds: xr.Dataset, layout: Layout, never: tuple[float, float]) -> None:
@@ -123,14 +137,14 @@ def observed_stats(ds: xr.Dataset, layout: Layout, *, gaps_needed: bool = False)
     n_frames = data.shape[n_extra]
     if n_frames > PLAN_FRAMES:
         frames_ = np.unique(np.linspace(0, n_frames - 1, PLAN_FRAMES).round().astype(int))
-        count, n, spread, share, lowest, never = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
+        count, n, *moments = _moments(data[(slice(None),) * n_extra + (frames_,)], n_extra)
         n = round(n * part)
         if count >= 2 and (count < n or not gaps_needed):
             estimate = round(count / n * n_all)
             count = min(max(2, estimate), n_all if count == n else n_all - 1)
-            return Observed(count, n_all, spread, share, lowest, never)
-    count, _, spread, share, lowest, never = _moments(data, n_extra)
-    return Observed(count, n_all, spread, share, lowest, never)
+            return Observed(count, n_all, *moments)
+    count, _, *moments = _moments(data, n_extra)
+    return Observed(count, n_all, *moments)
 
 
 def _moments(data: da.Array, n_extra: int = 0) -> tuple:
@@ -139,11 +153,12 @@ def _moments(data: da.Array, n_extra: int = 0) -> tuple:
     finite = da.isfinite(data)
     per_index = finite.sum(axis=tuple(range(n_extra, data.ndim))) if n_extra else finite.sum()
     space = tuple(range(n_extra + 1, data.ndim))
-    counts, total, squares, lowest, ever, per_frame = dask.compute(
-        per_index, da.nansum(x), da.nansum(x * x), da.nanmin(x), finite.any(axis=n_extra), finite.mean(axis=space))
+    counts, total, squares, lowest, highest, ever, per_frame = dask.compute(
+        per_index, da.nansum(x), da.nansum(x * x), da.nanmin(x), da.nanmax(x), finite.any(axis=n_extra),
+        finite.mean(axis=space))
     count, counts = int(np.sum(counts)), np.atleast_1d(np.asarray(counts)).ravel()
     if count == 0:
-        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan, (0.0, 0.0)
+        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan, np.nan, (0.0, 0.0)
     mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
     spread = float(np.sqrt(max(squares / count - mean * mean, 0.0)))
     # points without a value in any frame, and as many as gaps drawn independently frame by frame would leave
@@ -151,4 +166,4 @@ def _moments(data: da.Array, n_extra: int = 0) -> tuple:
     ever = np.asarray(ever).reshape(len(counts), -1)[with_data]
     chance = np.prod(1.0 - np.asarray(per_frame).reshape(len(counts), -1)[with_data], axis=1)
     never = (float(np.mean(~ever)), float(np.mean(chance)))
-    return count, int(math.prod(data.shape)), spread, float(np.mean(counts > 0)), float(lowest), never
+    return count, int(math.prod(data.shape)), spread, float(np.mean(counts > 0)), float(lowest), float(highest), never

@@ -33,8 +33,8 @@ ELEVATION_NAMES = ("elevation", "altitude", "height", "orography", "orog", "elev
 ELEVATION_STANDARD_NAMES = ("surface_altitude", "height_above_mean_sea_level", "altitude", "height_above_sea_level")
 _GEOPOTENTIAL_NAMES = ("surface_geopotential", "geopotential_at_surface")
 G0 = 9.80665
-_LAND_NAMES = ("lsm", "land_sea_mask", "landsea_mask", "land_mask", "landmask", "land_fraction", "landfrac", "sftlf")
-_LAND_STANDARD_NAMES = ("land_binary_mask", "land_area_fraction")
+LAND_NAMES = ("lsm", "land_sea_mask", "landsea_mask", "land_mask", "landmask", "land_fraction", "landfrac", "sftlf")
+LAND_STANDARD_NAMES = ("land_binary_mask", "land_area_fraction")
 
 #: Gaussian smoothing of a grid's land fraction, in cells (best of 0, 1, 1.5, 2 on ERA5 at 0.25°)
 LAND_SMOOTH_CELLS = 1.0
@@ -109,7 +109,7 @@ def land_name(ds: xr.Dataset, space_dims: set, time: str | None = None, land: st
                                   f"expected numeric or boolean values on the space dims {sorted(space_dims)} (and "
                                   "perhaps time). Pass the land fraction of each point, 0 (sea) to 1 (land).")
         return land
-    found = _find_named(ds, _LAND_NAMES, _LAND_STANDARD_NAMES,
+    found = _find_named(ds, LAND_NAMES, LAND_STANDARD_NAMES,
                         lambda key, v: key != var and _is_mask(v, space_dims, time))
     return found if found is not None else COASTLINE if land == "auto" else None
 

@@ -22,6 +22,14 @@ LAT_NAMES = ("lat", "latitude", "nav_lat", "lats", "y_lat")
 LON_NAMES = ("lon", "longitude", "long", "nav_lon", "lons", "x_lon")
 
 
+def _describes_the_field(v: xr.DataArray) -> bool:
+    """A CF flag variable (``flag_values``/``flag_masks``: quality flags) or a land–sea mask (by name or CF name)."""
+    from .surface import LAND_NAMES, LAND_STANDARD_NAMES
+
+    return bool({"flag_values", "flag_masks"} & set(v.attrs)) or str(v.name).lower() in LAND_NAMES or (
+        v.attrs.get("standard_name") in LAND_STANDARD_NAMES)
+
+
 def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr.Dataset, str]:
     """The dataset and the name of the variable to work on.
 
@@ -48,9 +56,11 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
             raise VariableNotFoundError(f"var={var!r}; expected the name of one variable (geonp predicts one "
                                         "variable at a time: call it once per variable).")
         if var is None:
-            # latitude/longitude held as data variables are coordinates, not candidates
+            # latitude/longitude held as data variables are coordinates, CF flags (quality) and land-sea masks
+            # describe the field: none is a candidate
             numeric = [v for v in data_vars if np.issubdtype(ds[v].dtype, np.number) and ds[v].ndim > 0
-                       and not np.issubdtype(ds[v].dtype, np.bool_) and v.lower() not in LAT_NAMES + LON_NAMES]
+                       and not np.issubdtype(ds[v].dtype, np.bool_) and v.lower() not in LAT_NAMES + LON_NAMES
+                       and not _describes_the_field(ds[v])]
             if not numeric:
                 found = ", ".join(f"{v} ({ds[v].dtype})" for v in data_vars) or "none"
                 raise VariableNotFoundError(

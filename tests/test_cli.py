@@ -701,8 +701,11 @@ def test_cli__dayfirst_reads_csv_dates_day_first(tmp_path, capsys, monkeypatch):
     assert [kw["dayfirst"] for kw in seen] == [True, True]
 
 
-def test_cli__na_values_reach_the_csv_reader_and_only_it(tmp_path, capsys, monkeypatch, nc):
-    """--na-values masks a CSV's sentinel; on another format it is refused before reading."""
+def test_cli__na_values_mask_every_format(tmp_path, capsys, monkeypatch):
+    """--na-values masks a CSV's sentinel and a grid's undeclared fill value; a grid's markers must be numbers.
+
+    A NetCDF's -999 land read as data gave gap means from -791.5 to 184 °C (a new-user report).
+    """
     import geonp.io
 
     seen = []
@@ -714,9 +717,18 @@ def test_cli__na_values_reach_the_csv_reader_and_only_it(tmp_path, capsys, monke
                    "a,1990-06-03,40,-105,-9999\n")
     assert main(["infill", str(csv), "--na-values", "-9999", "--out", str(tmp_path / "o.zarr")]) == 2
     np.testing.assert_array_equal(seen[0].tmax.values[:, 0], [np.nan, 21.0, np.nan])
+    grid = _field()
+    grid["t2m"].values[:, :2, :2] = -999.0
+    grid["t2m"].attrs["units"] = "K"
+    grid.to_netcdf(tmp_path / "fill.nc")
     capsys.readouterr()
-    assert main(["infill", str(nc), "--na-values", "-9999", "--out", str(tmp_path / "p.zarr")]) == 2
-    assert "--na-values applies to CSV inputs" in _one_error_line(capsys)
+    assert main(["infill", str(tmp_path / "fill.nc"), "--na-values", "-999", "--out", str(tmp_path / "p.zarr")]) == 2
+    masked = seen[-1].t2m
+    assert np.isnan(masked.values[:, :2, :2]).all() and masked.attrs["units"] == "K"
+    np.testing.assert_array_equal(masked.values[:, 2:], grid.t2m.values[:, 2:])
+    capsys.readouterr()
+    assert main(["infill", str(tmp_path / "fill.nc"), "--na-values", "M", "--out", str(tmp_path / "q.zarr")]) == 2
+    assert "--na-values 'M' is not a number" in _one_error_line(capsys)
 
 
 # ------------------------------------------------------------------------------------------ output safety, interrupts

@@ -243,3 +243,36 @@ def test_a_forecast_of_a_variable_never_below_zero_stays_at_or_above_zero(refere
     clipped = fc.tp_mean.values == 0.0
     assert (below < 0).any() and clipped.any()
     np.testing.assert_allclose(below[~clipped], fc.tp_mean.values[~clipped], atol=0.05)
+
+
+def test_a_grid_whose_extreme_is_a_missing_value_marker_warns(tmp_path):
+    """A NetCDF's land written as -999 without a _FillValue was read as data, silently (gap means -791.5 to 184 °C)."""
+    lat, lon = 50 + 0.25 * np.arange(8), -3 + 0.25 * np.arange(10)
+    v = np.where(np.random.default_rng(0).random((3, 8, 10)) < 0.7, 12.0, np.nan)
+    v[:, :2, :2] = -999.0
+    ds = xr.Dataset({"sst": (("time", "lat", "lon"), v, {"units": "degC"})}, coords={
+        "time": pd.date_range("2020-01-01", periods=3, freq="D"), "lat": lat, "lon": lon})
+    with pytest.warns(UserWarning, match=r"the smallest value of 'sst' is -999, a common missing-value marker.*"
+                                         r"na_values=\[-999\]"):
+        ds.np.infill("sst", calibrate=False)
+    ds.to_netcdf(tmp_path / "sst.nc")
+    opened = geonp.open_dataset(tmp_path / "sst.nc", na_values=[-999])
+    assert np.isnan(opened.sst.values[:, :2, :2]).all() and opened.sst.attrs["units"] == "degC"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(opened.sst.np.infill(calibrate=False).sst_mean.min()) > 11.0
+
+
+def test_quality_flags_and_land_masks_are_not_the_variable_to_predict():
+    """With sst, a CF quality flag and a land-sea mask, the CLI suggested --var quality_flag (a new-user report)."""
+    lat, lon = 50 + 0.25 * np.arange(6), -3 + 0.25 * np.arange(7)
+    v = np.where(np.random.default_rng(1).random((2, 6, 7)) < 0.7, 12.0, np.nan)
+    flag = xr.DataArray(np.zeros((2, 6, 7), "int8"), dims=("time", "lat", "lon"),
+                        attrs={"flag_values": [0, 1], "flag_meanings": "good bad"})
+    ds = xr.Dataset({"sst": (("time", "lat", "lon"), v), "quality_flag": flag,
+                     "lsm": (("lat", "lon"), np.zeros((6, 7)))},
+                    coords={"time": pd.date_range("2020-01-01", periods=2, freq="D"), "lat": lat, "lon": lon})
+    assert geo.select_variable(ds, None)[1] == "sst"
+    with pytest.raises(VariableNotFoundError, match=r"2 numeric data variables \['sst', 'sst2'\]"):
+        geo.select_variable(ds.assign(sst2=ds.sst), None)
+    assert geo.select_variable(ds, "quality_flag")[1] == "quality_flag"  # named: taken as asked

@@ -57,6 +57,9 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
         (1 February) when ``True``, month first when ``False``. By default the order the values show
         is taken (a first number above 12 is a day); dates that read both ways are read month first,
         with a warning.
+    na_values : sequence of float, optional
+        Values that mean "missing" (``-999``, ``-9999``, ...; a fill value the file does not declare):
+        read as NaN in every numeric data variable (lazily). For CSV files pandas' ``na_values``.
     **kwargs
         Passed on to the reader (``xarray.open_dataset``, ``xarray.open_zarr``,
         ``rioxarray.open_rasterio`` or ``pandas.read_csv``). For GRIB, ``backend_kwargs`` are merged
@@ -90,8 +93,22 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
     reader = _reader_for(path)
     if reader is open_csv:
         return open_csv(path, chunks=chunks, crs=parsed_crs, dayfirst=dayfirst, **kwargs)
-    ds = reader(path, chunks=chunks, **kwargs)
+    na_values = kwargs.pop("na_values", None)
+    ds = _mask_values(reader(path, chunks=chunks, **kwargs), na_values)
     return ds if parsed_crs is None else write_crs(ds, parsed_crs)
+
+
+def _mask_values(ds: xr.Dataset, na_values) -> xr.Dataset:
+    """``ds`` with ``na_values`` read as NaN in its numeric (non-boolean) data variables; attributes kept."""
+    if na_values is None:
+        return ds
+    values = np.atleast_1d(np.asarray(na_values, dtype=np.float64))
+    for name, v in ds.data_vars.items():
+        if np.issubdtype(v.dtype, np.number) and not np.issubdtype(v.dtype, np.bool_):
+            masked = v.where(~v.isin(values)).assign_attrs(v.attrs)
+            masked.encoding = dict(v.encoding)
+            ds[name] = masked
+    return ds
 
 
 def _reader_for(path: Path) -> Callable[..., xr.Dataset]:

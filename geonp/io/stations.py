@@ -253,7 +253,7 @@ def _check_times(times: pd.Series, column: pd.Series, path: Path) -> None:
 _MISSING_MARKERS = frozenset({"", "m", "-", "--", "---", "t", "na", "n/a", "nan", "null", "none", "missing", "*",
                               "?", "."})
 # values that stand for "missing" in station files; flagged when they lie far outside the other values
-_SENTINELS = (-99999.0, -9999.9, -9999.0, -999.9, -999.0, -99.99, -99.9, 9999.0, 9999.9, 99999.0)
+SENTINELS = (-99999.0, -9999.9, -9999.0, -999.9, -999.0, -99.99, -99.9, 9999.0, 9999.9, 99999.0)
 
 
 def _data_columns(df: pd.DataFrame, found: dict[str, str | None]) -> list[Any]:
@@ -299,7 +299,7 @@ def _warn_sentinels(df: pd.DataFrame, columns: Sequence[Any], path: Path) -> Non
         if values.size < 2:
             continue
         for sentinel in (values.min(), values.max()):
-            if not np.any(np.isclose(sentinel, _SENTINELS, rtol=0, atol=1e-9)):
+            if not np.any(np.isclose(sentinel, SENTINELS, rtol=0, atol=1e-9)):
                 continue
             count = int(np.sum(values == sentinel))
             others = values[values != sentinel]
