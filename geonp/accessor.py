@@ -81,6 +81,12 @@ class GeonpAccessor:
             sizes and the data's density), NaN in every output. Without it every NaN is a gap, and a
             grid whose points lack a value in every frame gets a
             :class:`~geonp.errors.NeverObservedWarning`.
+        reference : {"auto", "seasonal", "none"}, optional
+            What is infilled: ``"seasonal"`` the departures from each point's annual cycle (fitted on
+            the whole input, :mod:`geonp.seasonal`; the cycle is added back), so that a point's own
+            mean and seasons come from its other years; ``"none"`` the variable itself. Default: the
+            model's, ``"auto"`` for shipped weights, which is ``"seasonal"`` for records of two years
+            or more (not with ``targets=``). The output's ``geonp_reference`` attribute says which.
 
         Returns
         -------
@@ -129,9 +135,10 @@ class GeonpAccessor:
         saved one is trained further on this data, keeping its covariates and windows), ``task``
         (``"infill"`` or ``"forecast"``), ``max_time`` (``"10min"``: the training loop; reading,
         validation and calibration add 20–40 s) and/or ``steps``, ``seed``, ``covariates``,
-        ``pretrained`` (start from shipped weights, default ``True``), ``device``, ``progress``, for
-        ``task="infill"`` ``land`` (see :meth:`infill`), ``mask`` (see :meth:`infill`) and, for ``task="forecast"``,
-        ``reference`` (see :meth:`forecast`; saved with the model). Forecasts use no land–sea trend.
+        ``pretrained`` (start from shipped weights, default ``True``), ``device``, ``progress``,
+        ``mask`` (see :meth:`infill`), for ``task="infill"`` ``land`` (see :meth:`infill`), and
+        ``reference`` (see :meth:`forecast`, or :meth:`infill` for ``task="infill"``; saved with the
+        model). Forecasts use no land–sea trend.
         """
         from . import api
 

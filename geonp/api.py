@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -40,7 +41,7 @@ from .timeaxis import parse_duration
 __all__ = ["infill", "forecast", "fit", "parse_duration"]
 
 _INFILL_OPTIONS = ("model", "targets", "covariates", "chunks", "device", "crs", "halo", "tile", "time_window",
-                   "frames_per_task", "batch_size", "calibrate", "land", "mask")
+                   "frames_per_task", "batch_size", "calibrate", "land", "mask", "reference")
 _FORECAST_OPTIONS = ("hours", "steps", "model", "init_time", "covariates", "chunks", "device", "crs", "halo", "tile",
                      "context_frames", "reference", "batch_size", "calibrate", "mask")
 
@@ -63,11 +64,12 @@ def infill(
     calibrate: bool | str = "auto",
     land: str | bool | None = "auto",
     mask=None,
+    reference: str | None = None,
 ) -> xr.Dataset:
     """Fill the gaps (NaN) of ``var``, or predict it at ``targets``; see :meth:`GeonpAccessor.infill`."""
     return _infill(obj, var, model=model, targets=targets, covariates=covariates, chunks=chunks, device=device,
                    crs=crs, halo=halo, tile=tile, time_window=time_window, frames_per_task=frames_per_task,
-                   batch_size=batch_size, calibrate=calibrate, land=land, mask=mask)
+                   batch_size=batch_size, calibrate=calibrate, land=land, mask=mask, reference=reference)
 
 
 def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
@@ -75,7 +77,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     from . import calibrate_input
 
     (model, targets, covariates, chunks, device, crs, halo, tile, time_window, frames_per_task, batch_size, calibrate,
-     land, mask) = (options[k] for k in _INFILL_OPTIONS)
+     land, mask, reference) = (options[k] for k in _INFILL_OPTIONS)
     calibrate_input.check_option(calibrate, model)
     check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task)
     _check_batch_size(batch_size)
@@ -100,9 +102,16 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         order = () if target is not None else ds[layout.var].dims
         return members.split(partial(_infill, part=True, **members.drop_chunks(options, layout.extra_dims)), obj, var,
                              layout.extra_dims, part, order)
-    problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part)
+    raw = ds  # the variable itself; with a seasonal reference the departures from each point's cycle are infilled
+    asked = _reference_of(m, reference)  # a model fitted on departures infills short records as they are
+    asked = "auto" if reference is None and asked == "seasonal" else asked
+    kind = references.infill_reference(asked, ds[layout.time].values if layout.time else None, target is not None)
+    ds, cycle = references.forecast_input(ds, layout, kind, 0, {})
+    problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part, raw=raw if cycle is not None else None)
     if problem is None:
         return None
+    nonnegative, problem.norm = problem.norm.nonnegative, replace(problem.norm, nonnegative=cycle is None and
+                                                                  problem.norm.nonnegative)  # clipped after the cycle
     windows = scattered_windows(model, problem, windows)
     time_window = frame_window(model, problem, time_window)  # 0 for frames unlike their neighbours
     m = with_settings(m, half_window=time_window, **windows)
@@ -118,12 +127,17 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
     coords = {d: ds[d] for d in [*layout.extra_dims, layout.time] if d is not None and d in ds.coords}
     coords.update(space_coords(out_ds, out_layout))
-    src = ds[layout.var]
+    src = raw[layout.var]
     data_vars = {
         f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
         f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }
-    out = merge_pole_copies(xr.Dataset(data_vars, coords=coords), out_layout, layout.var)
+    out = xr.Dataset(data_vars, coords=coords)
+    if cycle is not None:  # back from departures to the variable (never below 0 where the variable never is)
+        name = f"{layout.var}_mean"
+        out[name] = references.add_cycle_frames(out[name], cycle, layout.time)
+        out[name] = out[name].clip(min=0.0, keep_attrs=True) if nonnegative else out[name]
+    out = merge_pole_copies(out, out_layout, layout.var)
     if layout.time is None:
         out = out.isel(__time__=0, drop=True)
     if target is None:
@@ -137,6 +151,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         out = out.transpose(*src.dims)
     out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, "on held-out observed values of the input")
+    out.attrs["geonp_reference"] = kind
     return out
 
 
@@ -379,10 +394,10 @@ def fit(
         step = timeaxis.time_step_hours(ds[layout.time].values) if len(ds[layout.time]) > 1 else 24.0
         kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]),
                                        history_years=seasonal.span_years(ds[layout.time].values))
-        if kind != "none":
-            ds, raw = references.forecast_input(ds, layout, kind, lag, {})[0], ds
-    else:
-        references.check(reference)
+    else:  # an infill of departures from each point's annual cycle, on records of two years or more
+        kind = references.infill_reference(reference, ds[layout.time].values if layout.time else None, False)
+    if kind != "none":
+        ds, raw = references.forecast_input(ds, layout, kind, lag if task == "forecast" else 0, {})[0], ds
     if task == "infill" and start is None and has_scattered_windows(model):  # the windows infill would choose
         problem = plan_problem(ds, layout, resolve_model(model), "infill", part=True)[0]
         small = scattered_windows(model, problem, {k: train_options.get(k) for k in ("tile", "halo")})

@@ -151,7 +151,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, frames_per_task=args.frames_per_task,
                             batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate,
-                            land=args.land, mask=args.mask)
+                            land=args.land, mask=args.mask, reference=args.reference)
     _write(result, out, args, history, start)
 
 
@@ -191,7 +191,7 @@ def _fit(args: argparse.Namespace, history: str) -> None:
     model.metadata.setdefault("command", history)
     model.save(out, overwrite=True)  # _refuse_existing checked --overwrite before training
     steps = model.metadata.get("steps")
-    trained = f", {steps} steps" if steps is not None else ""
+    trained = f", {steps} step{'' if steps == 1 else 's'}" if steps is not None else ""
     what = f"{model.task} of {', '.join(model.variables) or 'any variable'}{trained}"
     print(f"saved {model.name} ({what}) to {out} in {time.perf_counter() - start:.1f} s; "
           f"use it with: geonp {model.task} ... --model {shlex.quote(str(out))}")
@@ -215,16 +215,19 @@ _DATA_SUFFIXES = (".zarr", ".nc", ".nc4", ".csv", ".grib", ".grb", ".grib2", ".t
 _COMMANDS = {"infill": _infill, "forecast": _forecast, "fit": _fit, "demo": _demo}
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Print a warning as one line ``geonp: warning: ...`` on stderr (no file, line number or source line)."""
-    print(f"geonp: warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
-
-
 @contextlib.contextmanager
-def _one_line_warnings():
-    """Show warnings as :func:`_show_warning` lines while a command runs; Python's own display after it."""
+def _one_line_warnings(command: str):
+    """Show warnings as one line ``geonp: warning: ...`` on stderr while a command runs; Python's own after it.
+
+    No file, line number or source line; fix hints in the CLI's syntax (:func:`cli_hints`).
+    """
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = cli_hints(" ".join(str(message).split()), command)
+        print(f"geonp: warning: {text}", file=sys.stderr if file is None else file)
+
     with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
+        warnings.showwarning = show
         yield
 
 
@@ -275,14 +278,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     history = shlex.join(["geonp", *argv])
     try:
-        with _one_line_warnings(), _sigterm_interrupts():
+        with _one_line_warnings(args.command), _sigterm_interrupts():
             _COMMANDS[args.command](args, history)
     except GeonpError as exc:
         print(f"geonp: error: {cli_hints(' '.join(str(exc).split()), args.command)}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system said no (permissions, a full disk): not a bug of ours
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
-        print(f"geonp: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        resume = f" ({_RESUMES})" if _interrupted_note(args) == _RESUMES else ""  # a full disk: free space, rerun
+        print(f"geonp: error: {exc.strerror or exc}{where}{resume}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, _Terminated)

@@ -130,8 +130,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="consecutive frames predicted as one task from a shared context, or 'auto' (the default: "
                         "3 when the time window is 3 or more and the model is not te-pt-tnp, else 1)")
     p.add_argument("--land", default="auto", metavar="MASK", help=_LAND_HELP)
+    p.add_argument("--reference", choices=("auto", "seasonal", "none"),
+                   help="infill departures from each point's annual cycle (seasonal; auto: for records of two years "
+                        "or more) or the variable itself (none); default: the model's, auto for shipped models")
 
-    p = sub.add_parser("forecast", help="forecast a variable up to --hours ahead",
+    p = sub.add_parser("forecast", help="forecast a variable up to --hours (or --steps) ahead",
                        description="Forecast a variable at every lead time up to --hours after the initial time(s) "
                                    "and write {var}_mean and {var}_std to a Zarr store.")
     _common(p, model_help=_NAME_OR_PATH)
@@ -165,9 +168,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--covariates", nargs="*", metavar="NAME",
                    help="elevation variable/coordinate name, 'hour', 'doy'; none after the flag means none at all")
     p.add_argument("--reference", choices=("auto", "diurnal", "seasonal", "none"), default="auto",
-                   help="--task forecast: learn departures from the same hour a day earlier (diurnal), from each "
-                        "point's annual cycle (seasonal) or the variable itself (none); default auto (diurnal for "
-                        "sub-daily data with two days or more, seasonal for daily or longer steps with two years)")
+                   help="learn departures from the same hour a day earlier (diurnal, --task forecast), from each "
+                        "point's annual cycle (seasonal) or the variable itself (none); default auto (forecast: "
+                        "diurnal for sub-daily data with two days or more, seasonal for daily or longer steps with "
+                        "two years; infill: seasonal for records of two years or more)")
     p.add_argument("--preset", default="small", help="model size: small (default) or paper")
     p.add_argument("--from-scratch", action="store_true",
                    help="start from random weights instead of the shipped ones (bsa-tnp, te-pt-tnp)")

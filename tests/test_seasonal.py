@@ -10,7 +10,7 @@ import xarray as xr
 import geonp
 from geonp import reference, seasonal
 from geonp.calibration import forecast_fields, lag_regression, mean_weights, shrunk_mean_weights
-from geonp.errors import TimeAxisError
+from geonp.errors import ConfigError, TimeAxisError
 
 
 def _cycle(frac, a0, amp, shift=0.3):
@@ -271,3 +271,74 @@ def test_cli_forecast_of_a_monthly_station_file_is_seasonal(tmp_path, capsys):
                  "--out", str(tmp_path / "no.zarr")]) != 0
     err = capsys.readouterr().err
     assert "Pass --reference seasonal" in err and not (tmp_path / "no.zarr").exists()
+
+
+# ------------------------------------------------------------------------------------------------- infill
+
+
+def _stations_with_offsets(years=3, seed=0, gap_station=2):
+    """Daily stations, each with its own mean offset and annual cycle (not its neighbours'), one month missing."""
+    rng = np.random.default_rng(seed)
+    time = pd.date_range("2000-01-01", periods=int(365.25 * years), freq="D")
+    n = 14
+    lat, lon = 52 + rng.random(n) * 2, -9 + rng.random(n) * 3
+    offset = rng.normal(0, 2.0, n)
+    f = np.asarray(geonp.seasonal.year_fraction(time.values))
+    common = np.cumsum(rng.normal(0, 0.6, len(time)))  # weather shared by every station
+    common -= np.convolve(common, np.ones(61) / 61, mode="same")
+    v = 8 + offset + 4 * np.cos(2 * np.pi * f)[:, None] + common[:, None] + rng.normal(0, 0.4, (len(time), n))
+    gappy = v.copy()
+    month = (time >= "2001-02-01") & (time < "2001-03-01")
+    gappy[month, gap_station] = np.nan
+    ds = xr.Dataset({"w": (("time", "station"), gappy.astype("float32"), {"units": "m s-1"})},
+                    coords={"time": time, "lat": ("station", lat), "lon": ("station", lon)})
+    return ds, v, month, gap_station
+
+
+def test_a_long_record_is_infilled_as_departures_from_each_points_cycle():
+    """A station missing for a month: its own mean comes from its other years (Irish wind: 2.905 -> 2.443 knots)."""
+    ds, truth, month, s = _stations_with_offsets()
+    auto = ds.np.infill("w", calibrate=False)
+    plain = ds.np.infill("w", reference="none", calibrate=False)
+    assert auto.attrs["geonp_reference"] == "seasonal" and plain.attrs["geonp_reference"] == "none"
+    err = {k: np.sqrt(np.mean((o.w_mean.values[month, s] - truth[month, s]) ** 2)) for k, o in
+           (("auto", auto), ("plain", plain))}
+    assert err["auto"] < 0.6 * err["plain"], err
+    observed = np.isfinite(ds.w.values)
+    np.testing.assert_array_equal(auto.w_filled.values[observed], ds.w.values[observed])
+    assert auto.w_mean.attrs["units"] == "m s-1"
+    chunked = ds.np.infill("w", calibrate=False, chunks={"time": 200})
+    np.testing.assert_allclose(chunked.w_mean.values, auto.w_mean.values, atol=1e-4)
+    short = ds.isel(time=slice(0, 500)).np.infill("w", calibrate=False)  # under two years: the variable itself
+    assert short.attrs["geonp_reference"] == "none"
+
+
+def test_departures_keep_a_variable_never_below_zero_at_or_above_zero():
+    ds, *_ = _stations_with_offsets(seed=1)
+    low = ds.assign(w=(ds.w - ds.w.mean() + 0.5).clip(min=0.0))  # about half the values at 0
+    out = low.np.infill("w", calibrate=False)
+    assert out.attrs["geonp_reference"] == "seasonal" and float(out.w_mean.min()) >= 0.0
+
+
+def test_infill_reference_rules():
+    from geonp.reference import infill_reference
+
+    long, short = pd.date_range("2000-01-01", periods=800, freq="D").values, pd.date_range(
+        "2000-01-01", periods=400, freq="D").values
+    assert infill_reference("auto", long, False) == "seasonal" and infill_reference("auto", short, False) == "none"
+    assert infill_reference("seasonal", short, False) == "seasonal" and infill_reference("none", long, False) == "none"
+    assert infill_reference("auto", long, True) == "none" and infill_reference("auto", None, False) == "none"
+    with pytest.raises(ConfigError, match="'diurnal' is a forecast's reference"):
+        infill_reference("diurnal", long, False)
+    with pytest.raises(ConfigError, match="targets= do not have"):
+        infill_reference("seasonal", long, True)
+    with pytest.raises(TimeAxisError, match="needs a year of data"):
+        infill_reference("seasonal", short[:100], False)
+
+
+def test_a_model_fitted_on_departures_infills_a_short_record_as_it_is():
+    ds, *_ = _stations_with_offsets(seed=2)
+    model = ds.np.fit("w", steps=0, progress=False, covariates=[])
+    assert model.settings["reference"] == "seasonal"
+    assert ds.np.infill("w", model=model).attrs["geonp_reference"] == "seasonal"
+    assert ds.isel(time=slice(300, 700)).np.infill("w", model=model).attrs["geonp_reference"] == "none"

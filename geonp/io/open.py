@@ -77,7 +77,8 @@ def open_dataset(path: str | os.PathLike, *, chunks: Any = None, crs: Any = None
     InputNotFoundError
         If ``path`` does not exist.
     DataFormatError
-        If the suffix is unknown, the optional reader is not installed, or the file cannot be read; for a
+        If the suffix is unknown, the optional reader is not installed, or the file cannot be read (a GRIB
+        message corrupt or truncated, as a partial download leaves it); for a
         CSV also times that are numbers other than ``YYYYMMDD``/``YYYYMMDDHH``, before 1800 or missing in
         some rows, and value columns holding text other than missing markers (``NA``, ``M``, ``-``, ``T``).
     CRSError
@@ -154,9 +155,16 @@ def _open_grib(path: Path, *, chunks: Any = None, **kwargs: Any) -> xr.Dataset:
         import cfgrib  # noqa: F401
     except (ImportError, RuntimeError) as err:  # RuntimeError: cfgrib present but the eccodes library is not
         raise _missing_dependency("cfgrib and eccodes", "grib", "GRIB files", err) from err
-    backend_kwargs = {"indexpath": "", **kwargs.pop("backend_kwargs", {})}
+    # errors="raise": a corrupt or truncated message (a partial download) is an error, not a shorter record
+    backend_kwargs = {"indexpath": "", "errors": "raise", **kwargs.pop("backend_kwargs", {})}
     try:
         ds = xr.open_dataset(path, engine="cfgrib", chunks=chunks, backend_kwargs=backend_kwargs, **kwargs)
+    except _grib_errors() as err:
+        raise DataFormatError(
+            f"{path.name!r} holds a corrupt or truncated GRIB message ({type(err).__name__}: {err}); expected whole "
+            "messages. Download the file again (a partial download ends mid-message), or pass "
+            "backend_kwargs={'errors': 'warn'} to read the messages before it."
+        ) from err
     except cfgrib.dataset.DatasetBuildError as err:
         raise DataFormatError(
             f"{path.name!r} holds GRIB messages that do not form one hypercube ({err}); expected one kind of "
@@ -168,6 +176,15 @@ def _open_grib(path: Path, *, chunks: Any = None, **kwargs: Any) -> xr.Dataset:
             sum(v.nbytes for v in ds.data_vars.values()) <= GRIB_LOAD_BYTES):
         ds = ds.load()  # chunks={} (the reader's own): cfgrib has none, and gave one dask chunk of the whole file
     return ds
+
+
+def _grib_errors() -> tuple[type[BaseException], ...]:
+    """The errors eccodes raises for a message it cannot read (``gribapi.errors.GribInternalError``), if importable."""
+    try:
+        from gribapi.errors import GribInternalError
+    except ImportError:  # pragma: no cover - cfgrib without gribapi
+        return ()
+    return (GribInternalError,)
 
 
 def grib_valid_time(ds: xr.Dataset) -> xr.Dataset:
