@@ -86,7 +86,7 @@ def main() -> None:
            "n_target": float(np.mean([len(t["y_target"]) for t in tasks])), "results": {}}
     for model in args.models:
         for tw in args.time_windows:
-            key = f"geonp {model} (default), {'space only' if tw == 0 else f'±{tw} months'}"
+            key = f"geonp {model} (default), {'each month alone' if tw == 0 else f'±{tw} months'}"
             out["results"][key] = run_geonp(data.tmax.values, masked, hidden, months, model, tw)
             r = out["results"][key]
             print(key, {k: round(r[k], 3) for k in ("rmse", "nll", "coverage", "wall_s")}, flush=True)
