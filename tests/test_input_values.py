@@ -276,3 +276,18 @@ def test_quality_flags_and_land_masks_are_not_the_variable_to_predict():
     with pytest.raises(VariableNotFoundError, match=r"2 numeric data variables \['sst', 'sst2'\]"):
         geo.select_variable(ds.assign(sst2=ds.sst), None)
     assert geo.select_variable(ds, "quality_flag")[1] == "quality_flag"  # named: taken as asked
+
+
+def test_frames_missing_whole_do_not_change_the_others_infill():
+    """Missing days inserted as empty frames made the data look sparser in space: other days moved by 0.34 here."""
+    lat, lon = 50 + 0.25 * np.arange(12), -6 + 0.25 * np.arange(14)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    truth = np.stack([np.sin(la * 2 + k / 3) + np.cos(lo * 1.5) for k in range(6)]) + 10
+    obs = np.where(np.random.default_rng(0).random(truth.shape) < 0.5, truth, np.nan)
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), obs)}, coords={
+        "time": pd.date_range("2020-01-01", periods=6, freq="D"), "lat": lat, "lon": lon})
+    a = ds.np.infill("v", time_window=1, frames_per_task=1, calibrate=False)
+    longer = ds.reindex(time=pd.date_range("2020-01-01", periods=9, freq="D"))  # three empty days after
+    with pytest.warns(geonp.NoContextWarning):
+        b = longer.np.infill("v", time_window=1, frames_per_task=1, calibrate=False)
+    np.testing.assert_array_equal(a.v_mean.values[:5], b.v_mean.values[:5])
