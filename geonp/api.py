@@ -79,13 +79,13 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     (model, targets, covariates, chunks, device, crs, halo, tile, time_window, frames_per_task, batch_size, calibrate,
      land, mask, reference) = (options[k] for k in _INFILL_OPTIONS)
     calibrate_input.check_option(calibrate, model)
-    check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task)
-    _check_batch_size(batch_size)
+    check_settings(halo=halo, tile=tile, half_window=time_window, frames_per_task=frames_per_task,
+                   batch_size=batch_size)
     ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land=land, mask=mask)
     windows = {"halo": halo, "tile": tile}
     m = with_settings(resolve_model(model), half_window=time_window, frames_per_task=frames_per_task, **windows)
     m.check_compatible(layout.var, layout.crs, layout.elevation is not None, layout.time is not None, "infill",
-                       has_land=layout.land is not None, step_hours=_step_hours(ds, layout))
+                       has_land=layout.land is not None, step_hours=timeaxis.step_of(ds, layout.time))
     lazy = ds[layout.var].chunks is not None or chunks is not None
     target = describe_targets(targets, crs, land, elevation=layout.elevation) if targets is not None else None
     chunk_map = chunk_sizes(chunks, layout, ds, None if target is None else target[1].space_dims)
@@ -190,8 +190,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     (hours, steps, model, init_time, covariates, chunks, device, crs, halo, tile, context_frames, reference, batch_size,
      calibrate, mask) = (options[k] for k in _FORECAST_OPTIONS)
     calibrate_input.check_option(calibrate, model)
-    check_settings(halo=halo, tile=tile, context_frames=context_frames)
-    _check_batch_size(batch_size)
+    check_settings(halo=halo, tile=tile, context_frames=context_frames, batch_size=batch_size)
     ds, layout, _ = prepare(obj, var, crs=crs, covariates=covariates, land="none", mask=mask)  # no land trend
     if layout.time is None:
         numeric = [d for d in ds[layout.var].dims if d in ds.coords and "time" in str(d).lower()]
@@ -317,19 +316,6 @@ def _reference_of(model: Model, reference: str | None) -> str:
         raise ModelMismatchError(f"this model was fitted to forecast with reference={own!r}, not {wanted!r}; "
                                  f"leave reference= out, or fit a model with reference={wanted!r}.")
     return wanted
-
-
-def _step_hours(ds: xr.Dataset, layout) -> float | None:
-    """The data's time step in hours; ``None`` without a time axis or with one frame (no step to compare)."""
-    if layout.time is None or ds.sizes[layout.time] < 2:
-        return None
-    return timeaxis.time_step_hours(ds[layout.time].values)
-
-
-def _check_batch_size(batch_size) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size!r}; expected a whole number of tasks per forward pass >= 1 "
-                          "(default 8; lower it to save memory).")
 
 
 def fit(

@@ -263,7 +263,7 @@ def default_settings(name: str) -> dict:
 
 
 #: the smallest value of each integer prediction setting
-_SETTING_MINIMUM = {"half_window": 0, "context_frames": 1, "frames_per_task": 1}
+_SETTING_MINIMUM = {"half_window": 0, "context_frames": 1, "frames_per_task": 1, "batch_size": 1}
 
 
 def check_settings(**settings: Any) -> dict:
@@ -273,7 +273,8 @@ def check_settings(**settings: Any) -> dict:
     ------
     ConfigError
         ``halo`` is not a finite number >= 0, ``tile`` not a finite number > 0, or ``half_window``
-        (``time_window=``) or ``context_frames`` is not a whole number of frames (at least 0 and 1).
+        (``time_window=``) or ``context_frames`` is not a whole number of frames (at least 0 and 1), or
+        ``batch_size`` not a whole number of tasks (at least 1).
     """
     new = {k: v for k, v in settings.items() if v is not None}
     for key, positive, example in (("halo", False, 3), ("tile", True, 8)):
@@ -290,7 +291,9 @@ def check_settings(**settings: Any) -> dict:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 name = "time_window" if key == "half_window" else key
                 also = " or 'auto'" if key == "frames_per_task" else ""
-                raise ConfigError(f"{name}={v!r}; expected a whole number of frames >= {low}{also}.")
+                what = "tasks per forward pass (default 8; lower it to save memory)" if key == "batch_size" else (
+                    "frames")
+                raise ConfigError(f"{name}={v!r}; expected a whole number of {what} >= {low}{also}.")
             new[key] = int(v)
     return new
 

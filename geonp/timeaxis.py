@@ -15,7 +15,7 @@ import xarray as xr
 from .errors import ConfigError, ShortHistoryWarning, TimeAxisError, UnvalidatedStepWarning, warn_user
 
 __all__ = ["is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
-           "time_hours", "time_step_hours", "check_regular", "is_monthly",
+           "time_hours", "time_step_hours", "step_of", "check_regular", "is_monthly",
            "lead_count", "valid_times", "warn_short_history", "warn_coarse_step", "parse_duration",
            "init_indices"]
 
@@ -96,6 +96,13 @@ def time_hours(values: np.ndarray, reference: np.datetime64 | None = None) -> np
     t = pd.to_datetime(v).values.astype("datetime64[ns]")
     ref = np.datetime64("1970-01-01T00:00", "ns") if reference is None else np.datetime64(reference, "ns")
     return (t - ref).astype("timedelta64[ns]").astype(np.float64) / 3.6e12
+
+
+def step_of(ds: xr.Dataset, time_dim: str | None) -> float | None:
+    """The data's time step in hours; ``None`` without a time axis or with one frame (no step to compare)."""
+    if time_dim is None or ds.sizes[time_dim] < 2:
+        return None
+    return time_step_hours(ds[time_dim].values)
 
 
 def time_step_hours(values: np.ndarray) -> float:
