@@ -37,7 +37,7 @@ import xarray as xr
 import zarr
 from tqdm.auto import tqdm
 
-from ..errors import ConfigError, GeonpError, VariableTypeError
+from ..errors import ConfigError, GeonpError, VariableTypeError, warn_user
 from ..progress import bar_options, region_progress
 from .lock import check_store_path, write_lock
 from .zarr_prepare import attr_value, prepare
@@ -260,6 +260,9 @@ def _resume(partial: Path, fingerprint: dict) -> list[str] | None:
         recorded = None
     if isinstance(recorded, dict) and recorded.get("fingerprint") == fingerprint:
         return [str(k) for k in recorded.get("done", [])]
+    if partial.exists():  # a batch log should show that an earlier run's regions were not reused
+        warn_user(f"{str(partial)!r} holds the unfinished write of another run (other data, options or chunks); it "
+                  "is discarded and the store written from the start.", UserWarning)
     _remove(partial)  # missing, unreadable, or another dataset: start again
     return None
 
