@@ -115,8 +115,8 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     windows = scattered_windows(model, problem, windows)
     time_window = frame_window(model, problem, time_window)  # 0 for frames unlike their neighbours
     m = with_settings(m, half_window=time_window, **windows)
-    calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, time_window=time_window,
-                                                     **windows)
+    calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, cycle is not None,
+                                                     time_window=time_window, **windows)
     from .inference import ModelPayload, resolve_device
 
     dev = str(resolve_device(device))

@@ -356,3 +356,16 @@ def test_a_frame_without_context_gets_each_points_cycle_when_departures_are_infi
     with pytest.warns(geonp.NoContextWarning):
         plain = ds.np.infill("w", time_window=0, calibrate=False, reference="none")
     assert np.isnan(plain.w_mean.values[100]).all()
+
+
+def test_a_grid_of_departures_is_calibrated_by_default():
+    """Departures from each cell's cycle are smoother than the weights' priors: alone their intervals were narrow."""
+    t = pd.date_range("2000-01-01", periods=30, freq="MS")
+    lat, lon = 50 + 0.5 * np.arange(6), -5 + 0.5 * np.arange(7)
+    rng = np.random.default_rng(0)
+    v = 10 + 5 * np.cos(2 * np.pi * seasonal.year_fraction(t.values))[:, None, None] + rng.normal(0, 1, (30, 6, 7))
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), np.where(rng.random(v.shape) < 0.7, v, np.nan))},
+                    coords={"time": t, "lat": lat, "lon": lon})
+    out = ds.np.infill("v")
+    assert out.attrs["geonp_reference"] == "seasonal" and out.attrs["geonp_calibrated"].startswith("on held-out")
+    assert ds.isel(time=slice(0, 12)).np.infill("v").attrs["geonp_calibrated"] == "no"  # a short grid: as before
