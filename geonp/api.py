@@ -313,7 +313,7 @@ def _reference_of(model: Model, reference: str | None) -> str:
         return own
     wanted = references.check(reference)
     if own != "auto" and wanted not in ("auto", own):
-        raise ModelMismatchError(f"this model was fitted to forecast with reference={own!r}, not {wanted!r}; "
+        raise ModelMismatchError(f"this model was fitted to {model.task} with reference={own!r}, not {wanted!r}; "
                                  f"leave reference= out, or fit a model with reference={wanted!r}.")
     return wanted
 

@@ -133,17 +133,22 @@ def infill_reference(reference: str, times, with_targets: bool) -> str:
     TimeAxisError
         ``"seasonal"`` on data without time or with less than a year.
     """
-    ref = check(reference)
-    if ref == "diurnal":
-        raise ConfigError("reference='diurnal' is a forecast's reference; infill takes 'auto', 'seasonal' "
-                          "(departures from each point's annual cycle) or 'none'.")
+    ref = str(reference).lower()
+    if ref not in ("auto", "seasonal", "none"):
+        raise ConfigError(f"reference={reference!r}" + (" is a forecast's reference" if ref == "diurnal" else "") +
+                          "; infill takes 'auto', 'seasonal' (departures from each point's annual cycle) or 'none'.")
     if ref == "none" or (ref == "auto" and (times is None or with_targets)):
         return "none"
     if with_targets:
         raise ConfigError("reference='seasonal' infills departures from each point's own annual cycle, which the "
                           "points of targets= do not have; leave reference= out with targets=.")
-    years = 0.0 if times is None else seasonal.span_years(times)
-    if years >= (seasonal.MIN_YEARS if ref == "auto" else 1.0):
+    if times is None:
+        raise TimeAxisError("reference='seasonal' fits each point's annual cycle along time, but the data have no "
+                            "time axis; leave reference= out.")
+    # the span of the frames themselves: 24 months (730 days) are two years, from the first frame's start to
+    # the last one's end
+    years = seasonal.span_years(times) * len(times) / max(len(times) - 1, 1)
+    if years >= 0.99 * (seasonal.MIN_YEARS if ref == "auto" else 1.0):
         return "seasonal"
     if ref == "auto":
         return "none"

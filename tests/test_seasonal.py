@@ -328,8 +328,16 @@ def test_infill_reference_rules():
     assert infill_reference("auto", long, False) == "seasonal" and infill_reference("auto", short, False) == "none"
     assert infill_reference("seasonal", short, False) == "seasonal" and infill_reference("none", long, False) == "none"
     assert infill_reference("auto", long, True) == "none" and infill_reference("auto", None, False) == "none"
-    with pytest.raises(ConfigError, match="'diurnal' is a forecast's reference"):
+    with pytest.raises(ConfigError, match="'diurnal' is a forecast's reference; infill takes 'auto', 'seasonal'"):
         infill_reference("diurnal", long, False)
+    with pytest.raises(ConfigError, match=r"reference='annual'; infill takes 'auto', 'seasonal' .* or 'none'"):
+        infill_reference("annual", long, False)
+    with pytest.raises(TimeAxisError, match="no time axis"):
+        infill_reference("seasonal", None, False)
+    two = pd.date_range("2000-01-01", periods=24, freq="MS").values  # two calendar years of months, 730 days
+    assert infill_reference("auto", two, False) == "seasonal" and infill_reference("auto", two[:23], False) == "none"
+    assert infill_reference("auto", pd.date_range("2001-01-01", periods=730, freq="D").values, False) == "seasonal"
+    assert infill_reference("seasonal", two[:12], False) == "seasonal"
     with pytest.raises(ConfigError, match="targets= do not have"):
         infill_reference("seasonal", long, True)
     with pytest.raises(TimeAxisError, match="needs a year of data"):
