@@ -29,6 +29,7 @@ import numpy as np
 import xarray as xr
 
 from . import seasonal
+from .domain import DOMAIN_COORD
 from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_user
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "forecast_input", "cycle_departure", "add_back",
@@ -187,7 +188,10 @@ def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.nd
     idx = np.unique(np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag)  # later leads chain (chain_days)
     if len(idx) > REFERENCE_SAMPLE_FRAMES:
         idx = idx[np.linspace(0, len(idx) - 1, REFERENCE_SAMPLE_FRAMES).round().astype(int)]
-    share = float(y.isel({time_dim: idx}).isnull().mean())
+    missing = y.isel({time_dim: idx}).isnull()
+    if DOMAIN_COORD in y.coords:  # points outside mask= are no part of the field: not missing values
+        missing = missing.where(y[DOMAIN_COORD])
+    share = float(missing.mean())
     if auto and share > MAX_MISSING_REFERENCE:
         warn_user(f"{share:.1%} of the values y(valid - 24 h) a diurnal reference would add back are missing, so "
                   "reference='auto' forecasts the variable itself (reference='none') and every point gets a "

@@ -132,3 +132,18 @@ def test_cli_mask(sea, tmp_path):
                  "--quiet"]) in (0, None)
     with xr.open_zarr(tmp_path / "out.zarr") as out:
         assert np.isnan(out.sst_mean.values[:, sea[2]]).all() and "geonp_domain" not in out.coords
+
+
+def test_a_masked_forecast_keeps_the_diurnal_reference_as_a_crop_does():
+    """Points outside mask= counted as missing values y(valid - 24 h): 50 % 'missing' switched to reference none."""
+    lat, lon = 50 + 0.25 * np.arange(8), -6 + 0.25 * np.arange(10)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    t = np.arange(40)
+    v = np.stack([np.sin(la * 2 + k / 4) + np.cos(lo * 1.5 + k / 12) for k in t]) + 280
+    east = lo > -4.8
+    ds = xr.Dataset({"t2m": (("time", "lat", "lon"), np.where(east, np.nan, v).astype("float32"), {"units": "K"})},
+                    coords={"time": pd.date_range("2020-01-01", periods=len(t), freq="h"), "lat": lat, "lon": lon})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.MissingReferenceWarning)
+        fc = ds.np.forecast("t2m", hours=2, mask="observed", calibrate=False)
+    assert fc.attrs["geonp_reference"] == "diurnal" and np.isnan(fc.t2m_mean.values[..., east]).all()
