@@ -147,3 +147,17 @@ def test_a_masked_forecast_keeps_the_diurnal_reference_as_a_crop_does():
         warnings.simplefilter("error", geonp.MissingReferenceWarning)
         fc = ds.np.forecast("t2m", hours=2, mask="observed", calibrate=False)
     assert fc.attrs["geonp_reference"] == "diurnal" and np.isnan(fc.t2m_mean.values[..., east]).all()
+
+
+def test_a_forecast_of_a_grid_with_points_never_observed_warns():
+    """Forecasts gave no NeverObservedWarning where infill did (never-observed columns covered 0.28 at +1 h)."""
+    lat, lon = 50 + 0.25 * np.arange(8), -6 + 0.25 * np.arange(10)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    v = np.stack([np.sin(la * 2 + k / 4) + np.cos(lo * 1.5) for k in range(30)]) + 280
+    ds = xr.Dataset({"t2m": (("time", "lat", "lon"), np.where(lo > -4.8, np.nan, v).astype("float32"))},
+                    coords={"time": pd.date_range("2020-01-01", periods=30, freq="h"), "lat": lat, "lon": lon})
+    with pytest.warns(NeverObservedWarning, match="predicted from their neighbours alone"):
+        ds.np.forecast("t2m", hours=1, calibrate=False, reference="none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NeverObservedWarning)
+        ds.np.forecast("t2m", hours=1, calibrate=False, reference="none", mask="observed")
