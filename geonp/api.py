@@ -106,12 +106,13 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     asked = _reference_of(m, reference)  # a model fitted on departures infills short records as they are
     asked = "auto" if reference is None and asked == "seasonal" else asked
     kind = references.infill_reference(asked, ds[layout.time].values if layout.time else None, target is not None)
-    ds, cycle = references.forecast_input(ds, layout, kind, 0, {})
+    ds, cycle = references.reference_input(ds, layout, kind, 0, {})
     problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part, raw=raw if cycle is not None else None)
     if problem is None:
         return None
-    nonnegative, problem.norm = problem.norm.nonnegative, replace(problem.norm, nonnegative=cycle is None and
-                                                                  problem.norm.nonnegative)  # clipped after the cycle
+    nonnegative = problem.norm.nonnegative  # the variable's (raw=); departures are clipped after the cycle instead
+    if cycle is not None:
+        problem.norm = replace(problem.norm, nonnegative=False)
     windows = scattered_windows(model, problem, windows)
     time_window = frame_window(model, problem, time_window)  # 0 for frames unlike their neighbours
     m = with_settings(m, half_window=time_window, **windows)
@@ -227,7 +228,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if kind == "diurnal":
         kind, lag = references.keep_diurnal(ds[layout.var], layout.time, inits, np.arange(1, n_leads + 1), lag,
                                             auto=asked == "auto")
-    work, cycle = references.forecast_input(ds, layout, kind, lag, past)
+    work, cycle = references.reference_input(ds, layout, kind, lag, past)
     if shipped_name(model) is not None and kind != "seasonal":
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
@@ -385,7 +386,7 @@ def fit(
     else:  # an infill of departures from each point's annual cycle, on records of two years or more
         kind = references.infill_reference(reference, ds[layout.time].values if layout.time else None, False)
     if kind != "none":
-        ds, raw = references.forecast_input(ds, layout, kind, lag if task == "forecast" else 0, {})[0], ds
+        ds, raw = references.reference_input(ds, layout, kind, lag if task == "forecast" else 0, {})[0], ds
     if task == "infill" and start is None and has_scattered_windows(model):  # the windows infill would choose
         problem = plan_problem(ds, layout, resolve_model(model), "infill", part=True)[0]
         small = scattered_windows(model, problem, {k: train_options.get(k) for k in ("tile", "halo")})

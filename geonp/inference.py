@@ -26,7 +26,7 @@ from .data.tasks import (
     temporal_support,
 )
 from .errors import FarFromDataWarning, NoContextWarning, warn_user
-from .late import frame_age, point_ages  # noqa: F401  (frame_age: this module's name for it before)
+from .late import point_ages
 from .models import Batch, NeuralProcess
 from .normalise import Normaliser
 from .payload import ModelPayload, net_from_payload, resolve_device

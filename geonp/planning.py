@@ -52,8 +52,9 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     fewer than two observed values, and it may have no gaps. ``counted``: the part of ``ds`` the
     counts, the observed fraction (the space unit) and the spread come from (forecasts: the history
     up to the first initial time, so that nothing after it changes the forecast); default ``ds``.
-    ``raw``: the variable itself where ``counted`` holds departures from a reference; its smallest
-    observed value decides whether the prediction is never negative (``Normaliser.nonnegative``).
+    ``raw``: the variable itself where ``counted`` holds departures from a reference; its smallest and
+    largest observed values decide whether the prediction is never negative (``Normaliser.nonnegative``)
+    and whether they look like missing-value markers.
     """
     gaps_needed = task == "infill" and target is None and not part
     n_obs, n_all, spread, share, lowest, highest, never = observed_stats(ds if counted is None else counted, layout,
@@ -72,6 +73,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
                           "coordinates.")
     if gaps_needed or (task == "forecast" and not part):  # forecasts: the history's points never observed
         _warn_never_observed(ds, layout, never)
+    if raw is not None:  # departures from a reference: the variable itself decides bounds and markers
+        lowest, highest = observed_stats(raw, layout)[4:6]
     if not part:
         _warn_sentinel(layout, lowest, highest)
     points = math.prod(ds.sizes[d] for d in layout.space_dims)
@@ -87,8 +90,6 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     # and no task's scale falls below a thousandth of it: a floor in the data's own units, whatever they are
     # (an absolute 1e-6 made methane mole fractions, spread 1e-8, infill 12 times worse than linear interpolation)
     floor = 1e-3 * spread if spread > 0 else model.normaliser.value_std_floor
-    if raw is not None:  # departures from a reference go below 0 whatever the variable does
-        lowest = observed_stats(raw, layout).lowest
     norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor, nonnegative=lowest >= 0)
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
     return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs

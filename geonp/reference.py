@@ -32,9 +32,9 @@ from . import seasonal
 from .domain import DOMAIN_COORD
 from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_user
 
-__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "forecast_input", "cycle_departure", "add_back",
-           "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend", "mask_like",
-           "keep_diurnal", "no_context_prior", "MAX_MISSING_REFERENCE"]
+__all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "reference_input", "cycle_departure",
+           "add_back", "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend",
+           "mask_like", "keep_diurnal", "no_context_prior", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -342,9 +342,9 @@ def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits
     return (mean + step.astype(mean.dtype)).assign_attrs(mean.attrs)
 
 
-def forecast_input(ds: xr.Dataset, layout, kind: str, lag: int,
+def reference_input(ds: xr.Dataset, layout, kind: str, lag: int,
                    past: dict) -> tuple[xr.Dataset, xr.DataArray | None]:
-    """``ds`` as the network forecasts it (departures from the ``kind`` reference) and the annual cycle, if any.
+    """``ds`` as the network predicts it (departures from the ``kind`` reference) and the annual cycle, if any.
 
     The cycle is fitted on the frames ``past`` selects, its prior on each point's x, y and elevation.
     """

@@ -65,7 +65,7 @@ def test_threads_scheduler_equals_the_eager_result():
     np.testing.assert_allclose(got, ref.t2m_mean, atol=2e-4)
 
 
-def test_forecast_input_errors(full):
+def test_reference_input_errors(full):
     """All-NaN input and a single time step are refused with what to do."""
     with pytest.raises(NoDataError, match="every value of 't2m' is missing"):
         (full * np.nan).np.forecast("t2m", hours=1)

@@ -291,3 +291,15 @@ def test_frames_missing_whole_do_not_change_the_others_infill():
     with pytest.warns(geonp.NoContextWarning):
         b = longer.np.infill("v", time_window=1, frames_per_task=1, calibrate=False)
     np.testing.assert_array_equal(a.v_mean.values[:5], b.v_mean.values[:5])
+
+
+def test_a_marker_is_read_from_the_variable_not_its_departures():
+    """Infilling departures from each point's cycle, the marker check looked at the departures (never -999)."""
+    t = pd.date_range("2000-01-01", periods=30, freq="MS")
+    v = np.where(np.random.default_rng(2).random((30, 5, 6)) < 0.7, 12.0, np.nan)
+    v[:, 0, 0] = -999.0
+    ds = xr.Dataset({"sst": (("time", "lat", "lon"), v)},
+                    coords={"time": t, "lat": 50 + 0.25 * np.arange(5), "lon": -3 + 0.25 * np.arange(6)})
+    with pytest.warns(UserWarning, match="the smallest value of 'sst' is -999"):
+        out = ds.np.infill("sst", calibrate=False)
+    assert out.attrs["geonp_reference"] == "seasonal"

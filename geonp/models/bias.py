@@ -1,8 +1,7 @@
 """Additive attention biases of raw coordinates (TE attention's logit function is ``te_layers.TEScore``).
 
-* :class:`RBFBias` – BSA-TNP's RBF network, ``Σ_f a_hf exp(-b_hf d²)`` per head
-  (003 eq. 4), on Euclidean distance or on great-circle distance
-  (``metric="geodesic"``, 003 App. B).
+* :class:`RBFBias` – BSA-TNP's RBF network, ``Σ_f a_hf exp(-b_hf d²)`` per head (003 eq. 4), on
+  Euclidean distance or on great-circle distance (``metric="geodesic"``, 003 App. B).
 * :class:`SumBias` – the sum of several biases (space + time, eq. 3).
 
 All of them depend on coordinates only through differences (or great-circle
