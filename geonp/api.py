@@ -123,8 +123,8 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     dev = str(resolve_device(device))
     mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, device=dev,
                             batch_size=batch_size, calibration=calibration)
-    if cycle is not None:  # a frame without context gets the cycle, with the departures' spread as its std
-        mean, std = references.no_context_prior(mean, std, problem.norm.small_context_scale)
+    if cycle is not None:  # frames missing whole: bridged from the frames either side; no context: the cycle
+        mean, std = references.fill_empty(mean, std, ds, layout, problem.norm.small_context_scale)
     out_ds = target[0] if target is not None else ds
     out_layout = target[1] if target is not None else layout
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]

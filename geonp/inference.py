@@ -151,7 +151,8 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None) -> 
             # one text for every block, so that Python shows it once rather than once per block
             "Some frames have no observation within their window (targets far from all the data get none): "
             "their mean and std are NaN (infilling departures from each point's annual cycle, reference='seasonal': "
-            "the cycle, with the departures' spread as std). Widen "
+            "bridged from the nearest frames with data where a frame is missing everywhere, else the cycle, with the "
+            "departures' spread as std). Widen "
             "time_window= (or context_frames=), or halo= or tile= (a small tile inside a large gap sees no data), "
             "to predict them.", NoContextWarning)
     preds = preds_of([tasks[i] for i in real])

@@ -34,7 +34,7 @@ from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_us
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "reference_input", "cycle_departure",
            "add_back", "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend",
-           "mask_like", "keep_diurnal", "no_context_prior", "MAX_MISSING_REFERENCE"]
+           "mask_like", "keep_diurnal", "fill_empty", "no_context_prior", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -161,6 +161,23 @@ def add_cycle_frames(mean: xr.DataArray, cycle: xr.DataArray, time_dim: str) -> 
     """``mean`` (dims ``..., time_dim, <space>``) plus the annual ``cycle`` at its frames (an infill's)."""
     c = seasonal.cycle_at(cycle, mean[time_dim].values, (time_dim,), like=mean).transpose(*mean.dims)
     return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def fill_empty(mean, std, ds: xr.Dataset, layout, spread: float):
+    """An infill's ``mean`` and ``std`` of departures (dask, dims ``time, <space>``) where it has no data.
+
+    Frames with no observation inside the domain are bridged from the frames either side
+    (:func:`geonp.bridge.bridge_empty`); what is still without a prediction gets the prior
+    (:func:`no_context_prior`, ``spread`` the departures').
+    """
+    from .bridge import bridge_empty
+
+    y = ds[layout.var]
+    if DOMAIN_COORD in ds.coords:
+        y = y.where(ds[DOMAIN_COORD])
+    y = y.transpose(*layout.extra_dims, layout.time, *layout.space_dims)
+    mean, std = bridge_empty(mean, std, y.data, len(layout.extra_dims))
+    return no_context_prior(mean, std, spread)
 
 
 def no_context_prior(mean, std, spread: float):

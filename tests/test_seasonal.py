@@ -352,15 +352,27 @@ def test_a_model_fitted_on_departures_infills_a_short_record_as_it_is():
     assert ds.isel(time=slice(300, 700)).np.infill("w", model=model).attrs["geonp_reference"] == "none"
 
 
-def test_a_frame_without_context_gets_each_points_cycle_when_departures_are_infilled():
-    """A day missing whole, each frame alone (time_window=0): NaN before; now the cycle and the departures' spread."""
+def test_a_day_missing_whole_is_bridged_from_the_days_either_side_when_departures_are_infilled():
+    """A day missing whole: NaN with each frame alone (time_window=0), then the cycle; now the days either side.
+
+    Beside the cycle alone (the climatology), the departures of the days before and after, shrunk by
+    how the departures persist (geonp.bridge), whatever the time window.
+    """
     ds, truth, *_ = _stations_with_offsets(seed=3)
-    ds["w"][100] = np.nan
-    with pytest.warns(geonp.NoContextWarning, match="the cycle, with the departures' spread as std"):
+    days = [100, 130, 160, 250, 300, 350, 450, 500, 600, 700, 200, 201, 202]  # ten days and a run of three
+    ds["w"][days] = np.nan
+    climatology = seasonal.cycle_at(seasonal.fit_cycle(ds.w, "time"), ds.time.values, ("time",)).values.T
+    with pytest.warns(geonp.NoContextWarning, match="bridged from the nearest frames with data"):
         out = ds.np.infill("w", time_window=0, calibrate=False)
-    assert np.isfinite(out.w_mean.values[100]).all() and np.isfinite(out.w_std.values[100]).all()
-    err = np.abs(out.w_mean.values[100] - truth[100])
-    assert np.mean(err <= 1.96 * out.w_std.values[100]) >= 0.8  # the day's weather, shared by all, is unknown
+    mean, std = out.w_mean.values[days], out.w_std.values[days]
+    assert np.isfinite(mean).all() and np.isfinite(std).all()
+    err = mean - truth[days]
+    assert np.sqrt(np.mean(err**2)) < 0.6 * np.sqrt(np.mean((climatology[days] - truth[days]) ** 2))
+    assert 0.85 <= np.mean(np.abs(err) <= 1.96 * std) <= 0.99
+    windowed = ds.np.infill("w", calibrate=False)
+    np.testing.assert_allclose(windowed.w_mean.values[days], mean, atol=1e-5)
+    lazy = ds.chunk({"time": 50}).np.infill("w", time_window=0, calibrate=False).compute()
+    np.testing.assert_allclose(lazy.w_mean.values, out.w_mean.values, atol=1e-5)
     with pytest.warns(geonp.NoContextWarning):
         plain = ds.np.infill("w", time_window=0, calibrate=False, reference="none")
     assert np.isnan(plain.w_mean.values[100]).all()

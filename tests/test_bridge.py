@@ -1,0 +1,100 @@
+"""Frames missing at every point of an infill of departures, bridged from the frames either side (geonp.bridge)."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from geonp import bridge
+from geonp.bridge import MAX_GAP, bridge_empty, frame_stats
+
+
+def _ar1(n_t=3000, n_p=40, rho=0.6, seed=0):
+    rng = np.random.default_rng(seed)
+    scale = np.linspace(0.5, 3.0, n_p)
+    x = np.zeros((n_t, n_p))
+    for t in range(n_t):
+        x[t] = (rho * x[t - 1] if t else 0.0) + np.sqrt(1 - rho**2) * rng.standard_normal(n_p)
+    return x * scale, scale
+
+
+def test_frame_stats_measure_persistence_spread_and_empty_frames(monkeypatch):
+    y, scale = _ar1()
+    y[[5, 6, 900]] = np.nan
+    y[np.random.default_rng(1).random(y.shape) < 0.1] = np.nan
+    stats = frame_stats(y)
+    assert np.flatnonzero(stats.empty).tolist() == [5, 6, 900]
+    np.testing.assert_allclose(stats.rho[:4], [1.0, 0.6, 0.36, 0.216], atol=0.05)
+    np.testing.assert_allclose(stats.spread, scale, rtol=0.1)  # each point's own spread
+    assert stats.rho.shape == (2 * MAX_GAP + 1,)
+    # streamed in blocks of frames (a long lazy record) or read whole: the same statistics
+    monkeypatch.setattr(bridge, "_BLOCK_VALUES", 40 * 37)
+    for streamed in (frame_stats(y), frame_stats(da.from_array(y, chunks=(100, 20)))):
+        np.testing.assert_array_equal(streamed.empty, stats.empty)
+        np.testing.assert_allclose(streamed.rho, stats.rho, rtol=1e-12)
+        np.testing.assert_allclose(streamed.spread, stats.spread, rtol=1e-12)
+
+
+def _record(n_t=200, n_p=12, seed=0):
+    y, _ = _ar1(n_t, n_p, rho=0.8, seed=seed)
+    mean = y + np.random.default_rng(seed + 1).normal(0, 0.1, y.shape)  # an infill's mean and std
+    std = np.full(y.shape, 0.3)
+    obs = np.where(np.random.default_rng(seed + 2).random(y.shape) < 0.7, y, np.nan)
+    return obs, mean.astype(np.float32), std.astype(np.float32)
+
+
+def test_a_frame_missing_whole_gets_the_gaussian_conditional_given_the_frames_either_side():
+    obs, mean, std = _record()
+    obs[50] = np.nan  # missing whole; frames 49 and 51 partly observed
+    obs[100:103] = np.nan  # a run of three
+    m, s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0)))
+    keep = np.setdiff1d(np.arange(len(obs)), [50, 100, 101, 102])
+    np.testing.assert_array_equal(m[keep], mean[keep])  # frames with data keep the network's prediction
+    np.testing.assert_array_equal(s[keep], std[keep])
+    st = frame_stats(obs)
+    for t, near in ((50, [49, 51]), (101, [99, 103]), (100, [99, 103])):
+        for p in range(obs.shape[1]):
+            v = [obs[u, p] if np.isfinite(obs[u, p]) else mean[u, p] for u in near]
+            e = [0.0 if np.isfinite(obs[u, p]) else float(std[u, p]) ** 2 for u in near]
+            s2 = st.spread[p] ** 2
+            c = s2 * st.rho[np.abs(np.array(near) - t)]
+            S = s2 * st.rho[np.abs(np.subtract.outer(near, near))] + np.diag(e)
+            w = np.linalg.solve(S, c)
+            assert m[t, p] == pytest.approx(w @ v, rel=1e-5, abs=1e-5)
+            assert s[t, p] == pytest.approx(np.sqrt(s2 - w @ c), rel=1e-5)
+    truth = _ar1(200, 12, rho=0.8)[0]
+    assert np.sqrt(np.mean((m[50] - truth[50]) ** 2)) < 0.7 * np.sqrt(np.mean(truth[50] ** 2))  # beats the cycle
+
+
+def test_bridged_frames_do_not_depend_on_the_chunks():
+    obs, mean, std = _record(seed=3)
+    obs[[0, 7, 8, 40, 41, 119, 199]] = np.nan
+    whole = da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0))
+    for chunks in ((5, 4), (13, 5), (61, 12)):
+        part = da.compute(*bridge_empty(da.from_array(mean, chunks=chunks), da.from_array(std, chunks=chunks),
+                                        da.from_array(obs, chunks=(17, 3)), 0))
+        np.testing.assert_array_equal(part[0], whole[0])
+        np.testing.assert_array_equal(part[1], whole[1])
+
+
+def test_frames_beyond_the_reach_get_the_prior_and_the_record_edges_one_side():
+    obs, mean, std = _record(n_t=120, seed=4)
+    gap = np.arange(30, 30 + 2 * MAX_GAP + 5)
+    obs[gap] = np.nan
+    obs[:2] = np.nan
+    m, s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0)))
+    spread = frame_stats(obs).spread
+    middle = gap[MAX_GAP:-MAX_GAP]  # more than MAX_GAP frames from data on both sides
+    np.testing.assert_array_equal(m[middle], 0.0)
+    np.testing.assert_allclose(s[middle], np.broadcast_to(spread, s[middle].shape), rtol=1e-6)
+    assert np.all(s[gap[0]] < s[gap[MAX_GAP - 1]])  # the std grows with the distance to the data
+    assert np.isfinite(m[:2]).all() and np.all(s[0] > s[1])  # the record's first frames: from the later side only
+
+
+def test_a_frame_missing_whole_in_a_grid_with_extra_space_dims_is_bridged_point_by_point():
+    obs, mean, std = _record(n_t=60, n_p=12, seed=5)
+    obs[20] = np.nan
+    flat = da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0))
+    grid = da.compute(*bridge_empty(da.from_array(mean.reshape(60, 3, 4), chunks=(10, 2, 4)),
+                                    da.from_array(std.reshape(60, 3, 4), chunks=(10, 2, 4)), obs.reshape(60, 3, 4), 0))
+    np.testing.assert_array_equal(grid[0].reshape(60, 12), flat[0])
+    np.testing.assert_array_equal(grid[1].reshape(60, 12), flat[1])
