@@ -125,6 +125,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                             batch_size=batch_size, calibration=calibration)
     if cycle is not None:  # frames missing whole: bridged from the frames either side; no context: the cycle
         mean, std = references.fill_empty(mean, std, ds, layout, problem.norm.small_context_scale)
+        std = references.add_cycle_variance(std, raw, layout)  # a point's own cycle is uncertain too
     out_ds = target[0] if target is not None else ds
     out_layout = target[1] if target is not None else layout
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]

@@ -84,17 +84,22 @@ def bridge_empty(mean: da.Array, std: da.Array, y: da.Array, time_axis: int) -> 
     """``mean`` and ``std`` of departures, with the frames where ``y`` has no observation bridged (lazy).
 
     ``y``: the observed departures (NaN where missing; outside the domain too), with the dims of
-    ``mean``. The statistics (:func:`frame_stats`) are one task that reads ``y`` once per process.
+    ``mean``. The statistics (:func:`frame_stats`) are one task that reads a lazy ``y`` once per process.
     """
     shape = mean.shape
     n_t = shape[time_axis]
     if n_t < 2:
         return mean, std
+    if isinstance(y, da.Array):
+        stats = _cached_stats(y, time_axis)
+    else:  # in memory: measured now, and nothing to do when every frame has data
+        stats = frame_stats(np.moveaxis(np.asarray(y), time_axis, 0).reshape(n_t, -1))
+        if not stats.empty.any():
+            return mean, std
     chunks = list(mean.chunks)
     chunks[time_axis] = _merged(mean.chunks[time_axis], MAX_GAP)
     mean, std = mean.rechunk(chunks), std.rechunk(chunks)
     y = da.asarray(y).rechunk(chunks)
-    stats = _cached_stats(y, time_axis)
     empty = da.from_delayed(dask.delayed(lambda s: s.empty)(stats), (n_t,), dtype=bool)
     spread = da.from_delayed(dask.delayed(lambda s: s.spread)(stats),
                              (int(np.prod(shape)) // n_t,), dtype=np.float64)

@@ -34,7 +34,7 @@ from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_us
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "reference_input", "cycle_departure",
            "add_back", "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend",
-           "mask_like", "keep_diurnal", "fill_empty", "no_context_prior", "MAX_MISSING_REFERENCE"]
+           "mask_like", "keep_diurnal", "fill_empty", "add_cycle_variance", "no_context_prior", "MAX_MISSING_REFERENCE"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -178,6 +178,19 @@ def fill_empty(mean, std, ds: xr.Dataset, layout, spread: float):
     y = y.transpose(*layout.extra_dims, layout.time, *layout.space_dims)
     mean, std = bridge_empty(mean, std, y.data, len(layout.extra_dims))
     return no_context_prior(mean, std, spread)
+
+
+def add_cycle_variance(std, raw: xr.Dataset, layout):
+    """An infill's ``std`` of departures (dask, dims ``time, <space>``) with each point's cycle's uncertainty added.
+
+    The variance of the cycle (:func:`geonp.seasonal.cycle_variance`) that :func:`reference_input` fitted on
+    ``raw``: large at a point observed for a few weeks or never, whose cycle is the pooled one.
+    """
+    points = seasonal.point_covariates(raw, layout.space_dims, (layout.x, layout.y, layout.elevation))
+    cov = seasonal.cached_cycle(raw[layout.var], layout.time, covariates=points, part="covariance")
+    like = xr.DataArray(std, dims=(*layout.extra_dims, layout.time, *layout.space_dims))
+    v = seasonal.cycle_variance(cov, raw[layout.time].values, (layout.time,), like=like).transpose(*like.dims)
+    return np.sqrt(std.astype(np.float64) ** 2 + v.data).astype(std.dtype)
 
 
 def no_context_prior(mean, std, spread: float):
@@ -370,5 +383,5 @@ def reference_input(ds: xr.Dataset, layout, kind: str, lag: int,
     if kind != "seasonal":
         return ds, None
     points = seasonal.point_covariates(ds, layout.space_dims, (layout.x, layout.y, layout.elevation))
-    cycle = seasonal.cached_cycle(ds[layout.var].isel(past), layout.time, covariates=points)
+    cycle = seasonal.cached_cycle(ds[layout.var].isel(past) if past else ds[layout.var], layout.time, covariates=points)
     return cycle_departure(ds, layout.var, layout.time, cycle), cycle

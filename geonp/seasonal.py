@@ -29,8 +29,8 @@ import dask.base
 import numpy as np
 import xarray as xr
 
-__all__ = ["HARMONICS", "MIN_YEARS", "basis", "cached_cycle", "cycle_at", "fit_cycle", "point_covariates", "span_years",
-           "year_fraction"]
+__all__ = ["HARMONICS", "MIN_YEARS", "basis", "cached_cycle", "cycle_at", "cycle_posterior", "cycle_variance",
+           "fit_cycle", "point_covariates", "span_years", "year_fraction"]
 
 #: annual harmonics of the cycle (2: a peak and a trough that need not be half a year apart)
 HARMONICS = 2
@@ -71,21 +71,70 @@ def fit_cycle(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
     Each point is shrunk towards a pooled fit: one cycle for the domain whose mean varies
     linearly with ``covariates`` (dims: ``da``'s space dims plus ``covariate``, e.g. x, y and
     elevation; none: one mean), so a point with no history gets the mean its neighbours and its
-    elevation suggest.
+    elevation suggest. How far is measured (:func:`cycle_posterior`).
+    """
+    return cycle_posterior(da, time_dim, harmonics, covariates)["coefficients"]
+
+
+def cycle_posterior(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
+                    covariates: xr.DataArray | None = None) -> xr.Dataset:
+    """Each point's cycle (``coefficients``) and its uncertainty (``covariance``, dims ``harmonic, other``).
+
+    A random-effects fit: each point's coefficients are drawn about the pooled fit (:func:`_pooled`)
+    with a variance per coefficient that the points observed for a year or more measure (their own
+    least-squares fits' spread about the pooled one, less what their noise explains), and its
+    departures are noise whose variance is the point's own, inflated by ``(1 + rho) / (1 - rho)`` for
+    the correlation ``rho`` of consecutive departures (a fortnight of one winter is worth far fewer
+    than 14 independent days). A point observed for years keeps its own cycle; one with a few weeks,
+    or none, leans on the pooled fit, and its ``covariance`` says how far it may be from its true
+    cycle. Without two points observed for a year, the ridge of half a year of frames on the
+    harmonics and one frame on the mean.
     """
     X = xr.DataArray(basis(da[time_dim].values, harmonics), dims=(time_dim, _DIM))
-    XX = X * X.rename({_DIM: "other"})
     observed = da.notnull().astype(np.float64)
-    gram = xr.dot(observed, XX, dim=time_dim)  # [..., harmonic, other]
-    moment = xr.dot(da.fillna(0.0).astype(np.float64), X, dim=time_dim)  # [..., harmonic]
+    y = da.fillna(0.0).astype(np.float64)
+    gram = xr.dot(observed, X * X.rename({_DIM: "other"}), dim=time_dim)  # [..., harmonic, other]
+    moment = xr.dot(y, X, dim=time_dim)  # [..., harmonic]
     points = [d for d in moment.dims if d != _DIM]
     prior = _pooled(gram, moment, _design(gram.isel({_DIM: 0, "other": 0}), covariates), points)
+    n = gram.isel({_DIM: 0, "other": 0}, drop=True)
     frames_per_year = len(da[time_dim]) / max(span_years(da[time_dim].values), 1.0)
+    # consecutive frames both observed: the correlation of the departures one frame apart
+    nxt = {time_dim: -1}
+    both = observed * observed.shift(nxt, fill_value=0.0)
+    y1, X1 = y.shift(nxt, fill_value=0.0), X.shift(nxt, fill_value=0.0)
+    lag = {"yy": xr.dot(both * y, y1, dim=time_dim), "yx": xr.dot(both * y, X1, dim=time_dim),
+           "xy": xr.dot(both * y1, X, dim=time_dim), "pairs": both.sum(time_dim),
+           "xx": xr.dot(both, X * X1.rename({_DIM: "other"}), dim=time_dim)}
+    inv = xr.apply_ufunc(_inverse_diagonal, gram, input_core_dims=[[_DIM, "other"]], output_core_dims=[[_DIM]],
+                         dask="parallelized", output_dtypes=[np.float64])
+    # observed for a year or more, through the seasons: each coefficient known within twice its variance
+    # for frames spread evenly over the year (1/n for the mean, 2/n for each harmonic)
+    balanced = xr.DataArray(np.r_[1.0, np.full(2 * harmonics, 2.0)], dims=_DIM)
+    well = (n >= max(frames_per_year, 2 * harmonics + 3)) & (inv * n <= 2 * balanced).all(_DIM)
+    own = xr.apply_ufunc(_own_fit, gram, moment, input_core_dims=[[_DIM, "other"], [_DIM]],
+                         output_core_dims=[[_DIM]], dask="parallelized", output_dtypes=[np.float64]).where(well)
+    b = own.fillna(0.0)
+    sq = (y * y).sum(time_dim)
+    rss = sq - 2 * xr.dot(b, moment, dim=_DIM) + xr.dot(b, xr.dot(gram, b.rename({_DIM: "other"}), dim="other"),
+                                                        dim=_DIM)
+    noise = (rss / (n - (2 * harmonics + 1)).clip(min=1.0)).where(well)  # each well-observed point's
+    r1 = lag["yy"] - xr.dot(b, lag["yx"] + lag["xy"], dim=_DIM) + xr.dot(
+        b, xr.dot(lag["xx"], b.rename({_DIM: "other"}), dim="other"), dim=_DIM)
+    rho = (r1.where(well).sum(points) / (lag["pairs"] * noise).sum(points)).clip(0.0, 0.95)
+    pooled_noise = noise.mean(points)
+    noise = noise.fillna(pooled_noise) * (1 + rho) / (1 - rho)
+    spread = ((own - prior) ** 2 - noise * inv).where(well).mean(points)  # [harmonic]: the points' own variance
     ridge = np.full(2 * harmonics + 1, frames_per_year / 2.0)
     ridge[0] = 1.0
-    return xr.apply_ufunc(_solve, gram, moment, prior, kwargs={"ridge": ridge},
-                          input_core_dims=[[_DIM, "other"], [_DIM], [_DIM]],
-                          output_core_dims=[[_DIM]], dask="parallelized", output_dtypes=[np.float64])
+    fallback = xr.DataArray(ridge, dims=_DIM) * xr.ones_like(noise)  # fewer than two points observed for a year
+    ridge = xr.where(well.sum(points) >= 2, noise / spread.clip(min=1e-6 * pooled_noise.fillna(1.0)), fallback)
+    fit = xr.apply_ufunc(_solve, gram, moment, prior, ridge, input_core_dims=[[_DIM, "other"], [_DIM], [_DIM], [_DIM]],
+                         output_core_dims=[[_DIM, "column"]], dask="parallelized", output_dtypes=[np.float64],
+                         dask_gufunc_kwargs={"output_sizes": {"column": 2 * harmonics + 2}})
+    scale = xr.where(well.sum(points) >= 2, noise, rss.sum(points) / n.sum(points))
+    return xr.Dataset({"coefficients": fit.isel(column=0),
+                       "covariance": fit.isel(column=slice(1, None)).rename(column="other") * scale})
 
 
 def _design(count: xr.DataArray, covariates: xr.DataArray | None) -> xr.DataArray:
@@ -134,9 +183,29 @@ def _lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _solve(gram: np.ndarray, moment: np.ndarray, prior: np.ndarray, ridge: np.ndarray) -> np.ndarray:
-    """Per-point ridge fits shrunk towards ``prior`` (numpy, batched over leading axes)."""
+    """Per-point ridge fits shrunk towards ``prior`` and their unscaled covariance (numpy, batched).
+
+    ``[..., k, k + 1]``: the coefficients, then ``(gram + diag(ridge))^-1``.
+    """
     residual = moment - np.einsum("...ij,...j->...i", gram, prior)
-    return prior + np.linalg.solve(gram + np.diag(ridge), residual[..., None])[..., 0]
+    a = gram + ridge[..., None, :] * np.eye(gram.shape[-1])
+    inverse = np.linalg.inv(a)
+    coef = prior + np.einsum("...ij,...j->...i", inverse, residual)
+    return np.concatenate([coef[..., None], inverse], axis=-1)
+
+
+def _own_fit(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
+    """Each point's least-squares coefficients (those of a singular ``gram`` are meaningless)."""
+    k = gram.shape[-1]
+    return np.linalg.solve(gram + 1e-9 * np.eye(k), moment[..., None])[..., 0]
+
+
+def _inverse_diagonal(gram: np.ndarray) -> np.ndarray:
+    """The diagonal of each point's ``gram`` inverse (``inf`` where singular)."""
+    k = gram.shape[-1]
+    ok = np.linalg.det(gram) > 1e-12 * np.maximum(gram[..., 0, 0], 1.0) ** k
+    safe = np.where(ok[..., None, None], gram, np.eye(k))
+    return np.where(ok[..., None], np.diagonal(np.linalg.inv(safe), axis1=-2, axis2=-1), np.inf)
 
 
 def cycle_at(coefficients: xr.DataArray, times, dims: tuple[str, ...],
@@ -155,37 +224,67 @@ def cycle_at(coefficients: xr.DataArray, times, dims: tuple[str, ...],
     return xr.dot(coefficients, X, dim=_DIM)
 
 
-def cached_cycle(da: xr.DataArray, time_dim: str, covariates: xr.DataArray | None = None) -> xr.DataArray:
-    """:func:`fit_cycle`, as one dask task that runs once per process for the same inputs, when ``da`` is lazy.
+def cycle_variance(covariance: xr.DataArray, times, dims: tuple[str, ...],
+                   like: xr.DataArray | None = None) -> xr.DataArray:
+    """The variance of the cycle at ``times`` given its coefficients' ``covariance`` (:func:`cycle_posterior`).
+
+    ``x(t)' C x(t)`` at each point, with ``x(t)`` the :func:`basis`; lazy as :func:`cycle_at`.
+    """
+    k = covariance.sizes[_DIM]
+    X = xr.DataArray(basis(np.asarray(times), (k - 1) // 2), dims=(*dims, _DIM))
+    if like is not None and like.chunks is not None:
+        sizes = like.chunksizes
+        X = X.chunk({d: sizes[d] for d in dims if d in sizes})
+        covariance = covariance.chunk({d: sizes[d] for d in covariance.dims if d in sizes})
+    return xr.apply_ufunc(_quadratic, X, covariance, input_core_dims=[[_DIM], [_DIM, "other"]], dask="parallelized",
+                          output_dtypes=[np.float64])
+
+
+def _quadratic(x: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``x' c x`` over the last axes (broadcast over the leading ones)."""
+    return np.einsum("...j,...jk,...k->...", x, c, x)
+
+
+def cached_cycle(da: xr.DataArray, time_dim: str, covariates: xr.DataArray | None = None,
+                 part: str = "coefficients") -> xr.DataArray:
+    """:func:`cycle_posterior`'s ``part``, as one dask task that runs once per process for the same inputs.
 
     The fit sums over the whole history: inside the graphs of a forecast's output blocks it was
     read again for each region ``geonp.to_zarr`` computes (2,289 chunk reads for 44 chunks on a
     3-year daily grid). As one task whose inputs dask does not traverse, the history is read once,
-    chunk by chunk, and the coefficients are kept (like the calibration's).
+    chunk by chunk, and the coefficients and their covariance are kept (like the calibration's).
+    ``part``: ``"coefficients"`` (:func:`fit_cycle`) or ``"covariance"``.
     """
-    if da.chunks is None:
-        return fit_cycle(da, time_dim, covariates=covariates)
     key = dask.base.tokenize("geonp-cycle", da, time_dim, covariates)
+    if da.chunks is None:
+        fit = _cycle_once(key, da, time_dim, covariates)
+        return fit[part]
     dims = [d for d in da.dims if d != time_dim]
-    shape = tuple(da.sizes[d] for d in dims) + (2 * HARMONICS + 1,)
+    k = 2 * HARMONICS + 1
+    shape = tuple(da.sizes[d] for d in dims) + ((k,) if part == "coefficients" else (k, k))
     # a partial hides the lazy input from dask: the task reads it itself, once per process
-    task = dask.delayed(functools.partial(_cycle_once, key, da, time_dim, covariates), pure=True)(
-        dask_key_name=f"geonp-cycle-{key}")
-    return xr.DataArray(dask.array.from_delayed(task, shape, dtype=np.float64), dims=(*dims, _DIM),
+    task = dask.delayed(functools.partial(_cycle_part, key, da, time_dim, covariates, part), pure=True)(
+        dask_key_name=f"geonp-cycle-{part}-{key}")
+    return xr.DataArray(dask.array.from_delayed(task, shape, dtype=np.float64),
+                        dims=(*dims, _DIM) if part == "coefficients" else (*dims, _DIM, "other"),
                         coords={d: da[d] for d in dims if d in da.coords})
 
 
-_CYCLES: OrderedDict[str, np.ndarray] = OrderedDict()
+_CYCLES: OrderedDict[str, xr.Dataset] = OrderedDict()
 _CYCLES_LOCK = threading.Lock()
 
 
-def _cycle_once(key: str, da: xr.DataArray, time_dim: str, covariates) -> np.ndarray:
+def _cycle_part(key: str, da: xr.DataArray, time_dim: str, covariates, part: str) -> np.ndarray:
+    return np.asarray(_cycle_once(key, da, time_dim, covariates)[part].values)
+
+
+def _cycle_once(key: str, da: xr.DataArray, time_dim: str, covariates) -> xr.Dataset:
     with _CYCLES_LOCK:
         if key in _CYCLES:
             _CYCLES.move_to_end(key)
             return _CYCLES[key]
     with dask.config.set(scheduler="synchronous"):  # a task of the prediction's graph itself
-        out = np.asarray(fit_cycle(da, time_dim, covariates=covariates).values)
+        out = cycle_posterior(da, time_dim, covariates=covariates).compute()
     with _CYCLES_LOCK:
         _CYCLES[key] = out
         while len(_CYCLES) > 8:

@@ -54,7 +54,7 @@ def test_fit_cycle_recovers_each_points_cycle_and_is_lazy_on_dask():
     coef = seasonal.fit_cycle(gappy, "time")
     assert coef.dims == ("station", "harmonic") and coef.sizes["harmonic"] == 2 * seasonal.HARMONICS + 1
     fitted = seasonal.cycle_at(coef, ds.time.values, ("time",)).transpose("time", "station")
-    # the mean's ridge of one frame moves each of ~58 observed months' mean by 1/59 of its distance to the pooled mean
+    # each point's own ~58 observed months outweigh the pooled cycle it is shrunk towards
     np.testing.assert_allclose(fitted.values, clean.values, atol=0.25)
     assert np.sqrt(np.mean((fitted.values - clean.values) ** 2)) < 0.1
     lazy = seasonal.fit_cycle(gappy.chunk(time=20, station=5), "time")
