@@ -29,6 +29,7 @@ from .errors import (
     TimeAxisError,
     warn_user,
 )
+from .late import region_age
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
 from .planning import plan_problem
@@ -220,6 +221,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                              var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
     late = timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
+    region = max(late, region_age(ds[layout.var], layout.time, inits))  # a region (station) late, or all of it
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
     asked = _reference_of(m, reference)
@@ -235,7 +237,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     calibration = calibrate_input.forecast_calibration(
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
         kind=kind, raw=ds.isel(past) if kind != "none" else None, halo=halo, tile=tile,
-        max_lead=calibrate_input.calibrated_leads(n_leads + late, history, int(m.settings["context_frames"]), lag))
+        max_lead=calibrate_input.calibrated_leads(n_leads + region, history, int(m.settings["context_frames"]), lag))
     calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
@@ -252,7 +254,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     leads = np.arange(1, n_leads + 1)
     # a region (a station) without data in the last context_frames frames looks back as far again; its std is
     # that of its lead from its newest data (geonp.late.point_ages)
-    reach = max(late, int(m.settings["context_frames"]))
+    reach = max(region, int(m.settings["context_frames"]))
     mean, std = lazy_forecast(problem, ModelPayload.from_net(m.net), m.settings, inits=inits, leads=leads,
                               chunks=chunk_map, device=str(resolve_device(device)), batch_size=batch_size,
                               calibration=calibration, reach=reach)
