@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import members, seasonal, timeaxis
+from . import departures, members, seasonal, timeaxis
 from . import reference as references
 from .chunked import chunk_sizes, lazy_forecast, lazy_infill
 from .errors import (
@@ -106,7 +106,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     raw = ds  # the variable itself; with a seasonal reference the departures from each point's cycle are infilled
     asked = _reference_of(m, reference)  # a model fitted on departures infills short records as they are
     asked = "auto" if reference is None and asked == "seasonal" else asked
-    kind = references.infill_reference(asked, ds[layout.time].values if layout.time else None, target is not None)
+    kind = departures.infill_reference(asked, ds[layout.time].values if layout.time else None, target is not None)
     ds, cycle = references.reference_input(ds, layout, kind, 0, {})
     problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part, raw=raw if cycle is not None else None)
     if problem is None:
@@ -125,8 +125,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, device=dev,
                             batch_size=batch_size, calibration=calibration)
     if cycle is not None:  # frames missing whole: bridged from the frames either side; no context: the cycle
-        mean, std = references.fill_empty(mean, std, ds, layout, problem.norm.small_context_scale)
-        std = references.add_cycle_variance(std, raw, layout)  # a point's own cycle is uncertain too
+        mean, std = departures.departure_outputs(mean, std, ds, raw, layout, problem.norm.small_context_scale)
     out_ds = target[0] if target is not None else ds
     out_layout = target[1] if target is not None else layout
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
@@ -140,7 +139,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     out = xr.Dataset(data_vars, coords=coords)
     if cycle is not None:  # back from departures to the variable (never below 0 where the variable never is)
         name = f"{layout.var}_mean"
-        out[name] = references.add_cycle_frames(out[name], cycle, layout.time)
+        out[name] = departures.add_cycle_frames(out[name], cycle, layout.time)
         out[name] = out[name].clip(min=0.0, keep_attrs=True) if nonnegative else out[name]
     out = merge_pole_copies(out, out_layout, layout.var)
     if layout.time is None:
@@ -275,10 +274,11 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         f"{layout.var}_mean": (dims, mean, variable_attrs(src, "mean", layout.var)),
         f"{layout.var}_std": (dims, std, variable_attrs(src, "std", layout.var)),
     }, coords=coords)
-    name = f"{layout.var}_mean"
+    name, sd = f"{layout.var}_mean", f"{layout.var}_std"
     ref_change = None
-    if kind == "diurnal":
-        out[name] = references.add_back(out[name], ds, layout.var, layout.time, inits, leads, lag)
+    if kind == "diurnal":  # y(valid - 24 h) added back (where it is late: the same hour a day or two before)
+        out[name], out[sd] = references.add_back(out[name], out[sd], ds, layout.var, layout.time, inits, leads, lag,
+                                                 problem.norm.small_context_scale)
     elif kind == "seasonal":
         out[name] = references.add_cycle(out[name], cycle, valid)
         before = np.concatenate([times[inits][:, None], valid[:, :-1]], axis=1)
@@ -291,11 +291,11 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w,
                                          ref_change)
     if kind == "diurnal":  # leads beyond a day add the forecast of a day earlier
-        out[name], out[f"{layout.var}_std"] = references.chain_days(out[name], out[f"{layout.var}_std"], lag)
+        out[name], out[sd] = references.chain_days(out[name], out[sd], lag)
     if problem.norm.nonnegative:  # rain, wind speed: no mean below every value of the history (NaN stays NaN)
         out[name] = out[name].clip(min=0.0, keep_attrs=True)
     # no uncertainty without a prediction: where y(valid - 24 h) is missing the mean is NaN, and so the std (lazily)
-    out[f"{layout.var}_std"] = references.mask_like(out[f"{layout.var}_std"], out[name])
+    out[sd] = references.mask_like(out[sd], out[name])
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
     out = out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
         c in ("step", "time", "valid_time") or ds[c].attrs.get("standard_name") in _TIME_NAMES)])
@@ -387,7 +387,7 @@ def fit(
         kind, lag = references.resolve(reference, step, n_frames=len(ds[layout.time]),
                                        history_years=seasonal.span_years(ds[layout.time].values))
     else:  # an infill of departures from each point's annual cycle, on records of two years or more
-        kind = references.infill_reference(reference, ds[layout.time].values if layout.time else None, False)
+        kind = departures.infill_reference(reference, ds[layout.time].values if layout.time else None, False)
     if kind != "none":
         ds, raw = references.reference_input(ds, layout, kind, lag if task == "forecast" else 0, {})[0], ds
     if task == "infill" and start is None and has_scattered_windows(model):  # the windows infill would choose

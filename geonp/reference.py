@@ -33,14 +33,16 @@ from .domain import DOMAIN_COORD
 from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_user
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "reference_input", "cycle_departure",
-           "add_back", "add_cycle", "add_cycle_frames", "infill_reference", "cycle_change", "trend", "add_trend",
-           "mask_like", "keep_diurnal", "fill_empty", "add_cycle_variance", "no_context_prior", "MAX_MISSING_REFERENCE"]
+           "add_back", "reference_values", "add_cycle", "cycle_change", "trend", "add_trend", "mask_like",
+           "keep_diurnal", "MAX_MISSING_REFERENCE", "FALLBACK_DAYS"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
 MAX_MISSING_REFERENCE = 0.05
 #: frames of ``y(valid - 24 h)`` read to measure that share (evenly spaced when there are more)
 REFERENCE_SAMPLE_FRAMES = 32
+#: days before ``valid - 24 h`` whose value at the same hour stands in for a missing ``y(valid - 24 h)``
+FALLBACK_DAYS = 2
 
 
 def check(reference: str) -> str:
@@ -118,99 +120,13 @@ def resolve(reference: str, step_hours: float, *, first_init: int | None = None,
     raise TimeAxisError("reference='diurnal' cannot be used: " + "; ".join(problems) + f". Pass {fix}.")
 
 
-def infill_reference(reference: str, times, with_targets: bool) -> str:
-    """``"seasonal"`` or ``"none"``: an infill of departures from each point's annual cycle, or of the variable.
-
-    ``"auto"`` infills departures from each point's annual cycle (:mod:`geonp.seasonal`, fitted on the whole
-    input) when the record spans :data:`geonp.seasonal.MIN_YEARS` or more: a point's own mean and seasons,
-    which its neighbours do not show, then come from its other years (Colorado tmax, every month of
-    1950-1990 with 20 % of the stations hidden: RMSE 0.871 -> 0.767 °C). ``times``: the time axis (``None``
-    without one); ``with_targets``: ``targets=`` elsewhere, where no point has a cycle of its own.
-
-    Raises
-    ------
-    ConfigError
-        ``"diurnal"`` (a forecast's reference), or ``"seasonal"`` with ``targets=``.
-    TimeAxisError
-        ``"seasonal"`` on data without time or with less than a year.
-    """
-    ref = str(reference).lower()
-    if ref not in ("auto", "seasonal", "none"):
-        raise ConfigError(f"reference={reference!r}" + (" is a forecast's reference" if ref == "diurnal" else "") +
-                          "; infill takes 'auto', 'seasonal' (departures from each point's annual cycle) or 'none'.")
-    if ref == "none" or (ref == "auto" and (times is None or with_targets)):
-        return "none"
-    if with_targets:
-        raise ConfigError("reference='seasonal' infills departures from each point's own annual cycle, which the "
-                          "points of targets= do not have; leave reference= out with targets=.")
-    if times is None:
-        raise TimeAxisError("reference='seasonal' fits each point's annual cycle along time, but the data have no "
-                            "time axis; leave reference= out.")
-    # the span of the frames themselves: 24 months (730 days) are two years, from the first frame's start to
-    # the last one's end
-    years = seasonal.span_years(times) * len(times) / max(len(times) - 1, 1)
-    if years >= 0.99 * (seasonal.MIN_YEARS if ref == "auto" else 1.0):
-        return "seasonal"
-    if ref == "auto":
-        return "none"
-    raise TimeAxisError(f"reference='seasonal' needs a year of data to fit each point's annual cycle on; the data "
-                        f"span {years:.2f} years. Pass reference='none', or give more data.")
-
-
-def add_cycle_frames(mean: xr.DataArray, cycle: xr.DataArray, time_dim: str) -> xr.DataArray:
-    """``mean`` (dims ``..., time_dim, <space>``) plus the annual ``cycle`` at its frames (an infill's)."""
-    c = seasonal.cycle_at(cycle, mean[time_dim].values, (time_dim,), like=mean).transpose(*mean.dims)
-    return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
-
-
-def fill_empty(mean, std, ds: xr.Dataset, layout, spread: float):
-    """An infill's ``mean`` and ``std`` of departures (dask, dims ``time, <space>``) where it has no data.
-
-    Frames with no observation inside the domain are bridged from the frames either side
-    (:func:`geonp.bridge.bridge_empty`); what is still without a prediction gets the prior
-    (:func:`no_context_prior`, ``spread`` the departures').
-    """
-    from .bridge import bridge_empty
-
-    y = ds[layout.var]
-    if DOMAIN_COORD in ds.coords:
-        y = y.where(ds[DOMAIN_COORD])
-    y = y.transpose(*layout.extra_dims, layout.time, *layout.space_dims)
-    mean, std = bridge_empty(mean, std, y.data, len(layout.extra_dims))
-    return no_context_prior(mean, std, spread)
-
-
-def add_cycle_variance(std, raw: xr.Dataset, layout):
-    """An infill's ``std`` of departures (dask, dims ``time, <space>``) with each point's cycle's uncertainty added.
-
-    The variance of the cycle (:func:`geonp.seasonal.cycle_variance`) that :func:`reference_input` fitted on
-    ``raw``: large at a point observed for a few weeks or never, whose cycle is the pooled one.
-    """
-    points = seasonal.point_covariates(raw, layout.space_dims, (layout.x, layout.y, layout.elevation))
-    cov = seasonal.cached_cycle(raw[layout.var], layout.time, covariates=points, part="covariance")
-    like = xr.DataArray(std, dims=(*layout.extra_dims, layout.time, *layout.space_dims))
-    v = seasonal.cycle_variance(cov, raw[layout.time].values, (layout.time,), like=like).transpose(*like.dims)
-    return np.sqrt(std.astype(np.float64) ** 2 + v.data).astype(std.dtype)
-
-
-def no_context_prior(mean, std, spread: float):
-    """Departures without a prediction (no context: NaN) get the prior: 0, and ``spread`` (the departures') as std.
-
-    An infill of departures from each point's annual cycle (``mean``, ``std``: dask or numpy arrays) then
-    fills a frame missing whole with the cycle (daily ERA5-like SST, a day missing: climatology 0.316 °C
-    against 0.439 for the network given the days either side, which covered 0.71).
-    """
-    lib = dask.array if isinstance(mean, dask.array.Array) else np
-    empty = lib.isnan(mean)
-    return lib.where(empty, 0.0, mean).astype(mean.dtype), lib.where(empty, spread, std).astype(std.dtype)
-
-
 def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.ndarray, lag: int,
                  auto: bool) -> tuple[str, int]:
     """The diurnal reference, or ``("none", 0)`` where ``auto`` and too many of its values are missing.
 
-    A diurnal forecast is NaN wherever ``y(valid - 24 h)`` is missing (:func:`add_back`): on data
-    with half the cells missing, half of every forecast field. The share is read from at most
+    A diurnal forecast is NaN wherever ``y(valid - 24 h)`` is missing and no day before it stands in
+    (:func:`reference_values`): on data with half the cells missing, a good part of every forecast
+    field. The share is read from at most
     :data:`REFERENCE_SAMPLE_FRAMES` of those frames; above :data:`MAX_MISSING_REFERENCE` ``"auto"``
     forecasts the variable itself, and any missing value warns (:class:`MissingReferenceWarning`).
     """
@@ -218,18 +134,20 @@ def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.nd
     idx = np.unique(np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag)  # later leads chain (chain_days)
     if len(idx) > REFERENCE_SAMPLE_FRAMES:
         idx = idx[np.linspace(0, len(idx) - 1, REFERENCE_SAMPLE_FRAMES).round().astype(int)]
-    missing = y.isel({time_dim: idx}).isnull()
+    missing = reference_values(y, time_dim, xr.DataArray(idx, dims="frame"), lag)[0].isnull()
     if DOMAIN_COORD in y.coords:  # points outside mask= are no part of the field: not missing values
         missing = missing.where(y[DOMAIN_COORD])
     share = float(missing.mean())
     if auto and share > MAX_MISSING_REFERENCE:
-        warn_user(f"{share:.1%} of the values y(valid - 24 h) a diurnal reference would add back are missing, so "
+        warn_user(f"{share:.1%} of the values y(valid - 24 h) a diurnal reference would add back are missing (and "
+                  f"{FALLBACK_DAYS} days before them), so "
                   "reference='auto' forecasts the variable itself (reference='none') and every point gets a "
                   "forecast. Pass reference='diurnal' for departures from the same hour a day earlier (NaN where "
                   "that value is missing), or fill the gaps first (ds.np.infill).", MissingReferenceWarning)
         return "none", 0
     if share > 0:
-        warn_user(f"{share:.1%} of the values y(valid - 24 h) the diurnal reference adds back are missing: the "
+        warn_user(f"{share:.1%} of the values y(valid - 24 h) the diurnal reference adds back are missing (and "
+                  f"{FALLBACK_DAYS} days before them): the "
                   "forecast (mean and std) is NaN there. Fill the gaps first (ds.np.infill) or pass "
                   "reference='none'.", MissingReferenceWarning)
     return "diurnal", int(lag)
@@ -272,12 +190,31 @@ def cycle_change(cycle: xr.DataArray, valid: np.ndarray, before: np.ndarray,
     return seasonal.cycle_at(cycle, valid, dims, like) - seasonal.cycle_at(cycle, before, dims, like)
 
 
-def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
-             leads: np.ndarray, lag: int) -> xr.DataArray:
+def reference_values(y: xr.DataArray, time_dim: str, idx: xr.DataArray, lag: int) -> tuple[xr.DataArray, xr.DataArray]:
+    """``y`` at the frames ``idx``, or where it is missing at the same hour up to :data:`FALLBACK_DAYS` days earlier.
+
+    Returns the values and the days each comes from before its frame (0: the frame itself). A region
+    (a station) reporting a few hours late has no ``y(valid - 24 h)`` at the leads near a day; the day
+    before stands in, its change over that day unknown (lazy when ``y`` is dask-backed).
+    """
+    ref = y.isel({time_dim: idx})
+    days = xr.zeros_like(ref, dtype=np.int8)
+    for k in range(1, FALLBACK_DAYS + 1):
+        back = idx - k * lag
+        earlier = y.isel({time_dim: back.clip(min=0)}).where(back >= 0)
+        fill = ref.isnull() & earlier.notnull()
+        ref, days = ref.where(~fill, earlier), days.where(~fill, k)
+    return ref, days
+
+
+def add_back(mean: xr.DataArray, std: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
+             leads: np.ndarray, lag: int, spread: float) -> tuple[xr.DataArray, xr.DataArray]:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``, for leads up to ``lag``.
 
-    Longer leads are left as they are: :func:`chain_days` adds the forecast of ``lag`` frames earlier
-    to them (what comes after an initial time is never read).
+    Where that value is missing, the same hour ``k`` days earlier stands in (:func:`reference_values`) and
+    the ``std`` widens by ``k`` days' changes (``spread``, the std of the daily departures). Longer leads are
+    left as they are: :func:`chain_days` adds the forecast of ``lag`` frames earlier to them (what comes
+    after an initial time is never read).
     """
     leads = np.asarray(leads)
     idx = np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag
@@ -285,12 +222,14 @@ def add_back(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits:
         raise TimeAxisError("the diurnal reference needs y(valid - 24 h) at every lead; use initial times a day "
                             "into the data.")
     if not idx.size:
-        return mean
-    ref = ds[var].isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))}).transpose(*mean.dims)
+        return mean, std
+    ref, days = reference_values(ds[var], time_dim, xr.DataArray(idx, dims=("init_time", "lead_time")), lag)
     pad = [(0, len(leads) - idx.shape[1]) if d == "lead_time" else (0, 0) for d in mean.dims]
-    ref = ref.data.astype(mean.dtype)
-    ref = np.pad(ref, pad) if isinstance(ref, np.ndarray) else dask.array.pad(ref, pad)
-    return (mean + ref).assign_attrs(mean.attrs)
+    extra = (days.transpose(*mean.dims).data * spread**2).astype(std.dtype)
+    ref = ref.transpose(*mean.dims).data.astype(mean.dtype)
+    lib = np if isinstance(ref, np.ndarray) and isinstance(extra, np.ndarray) else dask.array
+    ref, extra = lib.pad(ref, pad), lib.pad(extra, pad)
+    return (mean + ref).assign_attrs(mean.attrs), np.sqrt(std**2 + extra).astype(std.dtype).assign_attrs(std.attrs)
 
 
 def chain_days(mean: xr.DataArray, std: xr.DataArray, lag: int) -> tuple[xr.DataArray, xr.DataArray]:

@@ -488,3 +488,35 @@ def test_leads_beyond_a_day_add_the_forecast_of_a_day_earlier(data):
         np.testing.assert_array_equal(again.t2m_mean.values, fc.t2m_mean.values)
         np.testing.assert_array_equal(again.t2m_std.values, fc.t2m_std.values)
 
+
+
+def test_a_late_region_takes_the_same_hour_a_day_earlier_as_its_reference():
+    """A region three hours late at leads near a day: NaN (or, above 5 % of the values, reference='none' everywhere).
+
+    y(valid - 24 h) missing, the same hour of the day before stands in, the std widened by a day's change.
+    """
+    from geonp.reference import FALLBACK_DAYS, reference_values
+
+    data = hourly(times=64)
+    late = data.copy(deep=True)
+    late.t2m[40:42, :3, :4] = np.nan  # the references of leads 1 and 2 from frame 63, in 12 of the 42 cells
+    kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingReferenceWarning)  # nothing is missing once the day before stands in
+        fc = late.np.forecast("t2m", **kw)
+    assert fc.attrs["geonp_reference"] == "diurnal" and np.isfinite(fc.t2m_mean.values).all()
+    stand_in = data.copy(deep=True)
+    stand_in.t2m[40:42, :3, :4] = data.t2m.values[16:18, :3, :4]
+    same = stand_in.np.forecast("t2m", **kw)
+    # (the history's statistics, which scale the network's inputs, differ a little: the stand-in is data)
+    np.testing.assert_allclose(fc.t2m_mean.values, same.t2m_mean.values, atol=5e-3)
+    wider = fc.t2m_std.values[0, :, :3, :4] ** 2 - same.t2m_std.values[0, :, :3, :4] ** 2
+    spread = float((data.t2m - data.t2m.shift(time=24)).std())  # the daily departures' spread, roughly
+    assert wider.min() > 0.3 * spread**2 and wider.max() < 3 * spread**2
+    np.testing.assert_allclose(fc.t2m_std.values[0, :, 3:], same.t2m_std.values[0, :, 3:], rtol=0.02)  # on time
+    # the values and the days they come from; none further back than FALLBACK_DAYS
+    y = xr.DataArray(np.array([1.0, 2.0, np.nan, np.nan, np.nan, np.nan, np.nan]), dims="time")
+    ref, days = reference_values(y, "time", xr.DataArray(np.array([3, 4, 5, 6]), dims="i"), 2)
+    assert FALLBACK_DAYS == 2
+    np.testing.assert_array_equal(ref.values, [2.0, 1.0, 2.0, np.nan])  # frame 6: 4 and 2 are missing too
+    np.testing.assert_array_equal(days.values[:3], [1, 2, 2])

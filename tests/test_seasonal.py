@@ -321,7 +321,7 @@ def test_departures_keep_a_variable_never_below_zero_at_or_above_zero():
 
 
 def test_infill_reference_rules():
-    from geonp.reference import infill_reference
+    from geonp.departures import infill_reference
 
     long, short = pd.date_range("2000-01-01", periods=800, freq="D").values, pd.date_range(
         "2000-01-01", periods=400, freq="D").values

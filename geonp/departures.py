@@ -1,0 +1,118 @@
+"""Infill of departures from each point's annual cycle: when, and the outputs back in the variable's terms.
+
+A record of two years or more is infilled as departures from each point's annual cycle
+(:func:`geonp.reference.reference_input`, :mod:`geonp.seasonal`): :func:`infill_reference` decides,
+:func:`departure_outputs` fills what the network left without a prediction (frames missing at every
+point bridged from the frames either side, :mod:`geonp.bridge`; the prior elsewhere) and adds each
+point's cycle uncertainty to the std, and :func:`add_cycle_frames` adds the cycle back to the mean.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import dask.array
+import numpy as np
+import xarray as xr
+
+from . import seasonal
+from .domain import DOMAIN_COORD
+from .errors import ConfigError, TimeAxisError
+
+__all__ = ["infill_reference", "add_cycle_frames", "departure_outputs", "fill_empty", "add_cycle_variance",
+           "no_context_prior"]
+
+
+def infill_reference(reference: str, times, with_targets: bool) -> str:
+    """``"seasonal"`` or ``"none"``: an infill of departures from each point's annual cycle, or of the variable.
+
+    ``"auto"`` infills departures from each point's annual cycle (:mod:`geonp.seasonal`, fitted on the whole
+    input) when the record spans :data:`geonp.seasonal.MIN_YEARS` or more: a point's own mean and seasons,
+    which its neighbours do not show, then come from its other years (Colorado tmax, every month of
+    1950-1990 with 20 % of the stations hidden: RMSE 0.871 -> 0.767 °C). ``times``: the time axis (``None``
+    without one); ``with_targets``: ``targets=`` elsewhere, where no point has a cycle of its own.
+
+    Raises
+    ------
+    ConfigError
+        ``"diurnal"`` (a forecast's reference), or ``"seasonal"`` with ``targets=``.
+    TimeAxisError
+        ``"seasonal"`` on data without time or with less than a year.
+    """
+    ref = str(reference).lower()
+    if ref not in ("auto", "seasonal", "none"):
+        raise ConfigError(f"reference={reference!r}" + (" is a forecast's reference" if ref == "diurnal" else "") +
+                          "; infill takes 'auto', 'seasonal' (departures from each point's annual cycle) or 'none'.")
+    if ref == "none" or (ref == "auto" and (times is None or with_targets)):
+        return "none"
+    if with_targets:
+        raise ConfigError("reference='seasonal' infills departures from each point's own annual cycle, which the "
+                          "points of targets= do not have; leave reference= out with targets=.")
+    if times is None:
+        raise TimeAxisError("reference='seasonal' fits each point's annual cycle along time, but the data have no "
+                            "time axis; leave reference= out.")
+    # the span of the frames themselves: 24 months (730 days) are two years, from the first frame's start to
+    # the last one's end
+    years = seasonal.span_years(times) * len(times) / max(len(times) - 1, 1)
+    if years >= 0.99 * (seasonal.MIN_YEARS if ref == "auto" else 1.0):
+        return "seasonal"
+    if ref == "auto":
+        return "none"
+    raise TimeAxisError(f"reference='seasonal' needs a year of data to fit each point's annual cycle on; the data "
+                        f"span {years:.2f} years. Pass reference='none', or give more data.")
+
+
+def add_cycle_frames(mean: xr.DataArray, cycle: xr.DataArray, time_dim: str) -> xr.DataArray:
+    """``mean`` (dims ``..., time_dim, <space>``) plus the annual ``cycle`` at its frames (an infill's)."""
+    c = seasonal.cycle_at(cycle, mean[time_dim].values, (time_dim,), like=mean).transpose(*mean.dims)
+    return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
+
+
+def departure_outputs(mean, std, ds: xr.Dataset, raw: xr.Dataset, layout, spread: float):
+    """An infill's ``mean`` and ``std`` of departures where it has none filled, the std with its cycle's uncertainty.
+
+    :func:`fill_empty`, then :func:`add_cycle_variance`; ``ds``: the departures, ``raw``: the variable.
+    """
+    mean, std = fill_empty(mean, std, ds, layout, spread)
+    return mean, add_cycle_variance(std, raw, layout)
+
+
+def fill_empty(mean, std, ds: xr.Dataset, layout, spread: float):
+    """An infill's ``mean`` and ``std`` of departures (dask, dims ``time, <space>``) where it has no data.
+
+    Frames with no observation inside the domain are bridged from the frames either side
+    (:func:`geonp.bridge.bridge_empty`); what is still without a prediction gets the prior
+    (:func:`no_context_prior`, ``spread`` the departures').
+    """
+    from .bridge import bridge_empty
+
+    y = ds[layout.var]
+    if DOMAIN_COORD in ds.coords:
+        y = y.where(ds[DOMAIN_COORD])
+    y = y.transpose(*layout.extra_dims, layout.time, *layout.space_dims)
+    mean, std = bridge_empty(mean, std, y.data, len(layout.extra_dims))
+    return no_context_prior(mean, std, spread)
+
+
+def add_cycle_variance(std, raw: xr.Dataset, layout):
+    """An infill's ``std`` of departures (dask, dims ``time, <space>``) with each point's cycle's uncertainty added.
+
+    The variance of the cycle (:func:`geonp.seasonal.cycle_variance`) that :func:`reference_input` fitted on
+    ``raw``: large at a point observed for a few weeks or never, whose cycle is the pooled one.
+    """
+    points = seasonal.point_covariates(raw, layout.space_dims, (layout.x, layout.y, layout.elevation))
+    cov = seasonal.cached_cycle(raw[layout.var], layout.time, covariates=points, part="covariance")
+    like = xr.DataArray(std, dims=(*layout.extra_dims, layout.time, *layout.space_dims))
+    v = seasonal.cycle_variance(cov, raw[layout.time].values, (layout.time,), like=like).transpose(*like.dims)
+    return np.sqrt(std.astype(np.float64) ** 2 + v.data).astype(std.dtype)
+
+
+def no_context_prior(mean, std, spread: float):
+    """Departures without a prediction (no context: NaN) get the prior: 0, and ``spread`` (the departures') as std.
+
+    What the bridge (:mod:`geonp.bridge`) leaves without one (``mean``, ``std``: dask or numpy arrays): a
+    tile with no data within its window while the rest of the frame has some, or a run of frames missing at
+    every point longer than twice :data:`geonp.bridge.MAX_GAP`; the cycle is then the infill.
+    """
+    lib = dask.array if isinstance(mean, dask.array.Array) else np
+    empty = lib.isnan(mean)
+    return lib.where(empty, 0.0, mean).astype(mean.dtype), lib.where(empty, spread, std).astype(std.dtype)
