@@ -220,7 +220,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                              var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
     late = timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
-    region = max(late, region_age(ds[layout.var], layout.time, inits))  # a region (station) late, or all of it
+    region = max(late, region_age(ds[layout.var], layout.time, inits, step))  # a region (station) late, or all
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
     asked = _reference_of(m, reference)

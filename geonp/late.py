@@ -13,13 +13,14 @@ import numpy as np
 
 from .data.tasks import nearest_distance, observed_frames
 
-__all__ = ["frame_age", "point_ages", "region_age", "LATE_RADIUS", "REGION_LIMIT", "REGION_INITS"]
+__all__ = ["frame_age", "point_ages", "region_age", "LATE_RADIUS", "REGION_HOURS", "REGION_INITS"]
 
 #: an observation within this many model units (the typical spacing of the observed points) of a target stands
 #: for it: a place missing at the initial time between observed neighbours is not late
 LATE_RADIUS = 1.5
-#: frames before an initial time searched for the newest data of each point (:func:`region_age`)
-REGION_LIMIT = 48
+#: hours before an initial time searched for the newest data of each point (:func:`region_age`): data
+#: delivered late are hours to two days behind; a station silent for longer is out of service, not late
+REGION_HOURS = 48.0
 #: initial times whose windows :func:`region_age` reads (evenly spaced when there are more)
 REGION_INITS = 8
 
@@ -79,20 +80,24 @@ def point_ages(values: np.ndarray, xy: np.ndarray, frames: np.ndarray, points: n
     return out
 
 
-def region_age(values, time_dim: str, inits: np.ndarray, limit: int = REGION_LIMIT) -> int:
-    """The most frames from an initial time back to the newest observation of a point observed in the ``limit`` before.
+def region_age(values, time_dim: str, inits: np.ndarray, step_hours: float) -> int:
+    """The most frames from an initial time back to the newest observation of a point observed in the 48 h before.
 
-    ``values``: the variable (an ``xarray.DataArray``, lazy or not); only the ``limit + 1`` frames up to
-    each of at most :data:`REGION_INITS` initial frames ``inits`` are read. A region (a station) that
-    reports late while the rest is on time has no data in the last ``context_frames`` frames: the
-    forecast's context looks this far back for it (north of 56° N 10 h late on ERA5: half its means
-    were NaN). Points with nothing in those frames (out of service, never observed) do not count.
+    ``values``: the variable (an ``xarray.DataArray``, lazy or not) on a time axis of ``step_hours``;
+    only the frames of the :data:`REGION_HOURS` up to each of at most :data:`REGION_INITS` initial
+    frames ``inits`` are read. A region (a station) that reports late while the rest is on time has
+    no data in the last ``context_frames`` frames: the forecast's context looks this far back for it
+    (north of 56° N 10 h late on ERA5: half its means were NaN). Points with nothing in those hours
+    (out of service, never observed) do not count, and on steps of a day or longer little does (a
+    monthly station silent for a year is no late delivery: counting it made the intervals of every
+    Colorado forecast too wide, NLL 2.25 -> 2.47 at +1 month).
     """
+    limit = int(REGION_HOURS // float(step_hours))
     inits = np.unique(np.asarray(inits, dtype=np.intp))
     if len(inits) > REGION_INITS:
         inits = inits[np.linspace(0, len(inits) - 1, REGION_INITS).round().astype(int)]
     oldest = 0
-    for i in inits:
+    for i in inits if limit > 0 else ():
         lo = max(0, int(i) - limit)
         window = np.isfinite(np.asarray(values.isel({time_dim: slice(lo, int(i) + 1)}).transpose(time_dim, ...).values))
         seen = window.reshape(len(window), -1)

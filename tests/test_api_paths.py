@@ -272,19 +272,20 @@ def test_late_data_over_part_of_the_domain_are_calibrated_for_their_lead_from_th
     np.testing.assert_allclose(ratio[-1], 100.0, rtol=1e-5)  # the northern row, far from the data: lead 1 + 2
 
 
-def test_region_age_is_the_oldest_newest_observation_of_a_point_seen_in_the_frames_before():
+def test_region_age_is_the_oldest_newest_observation_of_a_point_seen_in_the_48_hours_before():
     from geonp.late import region_age
 
     v = xr.DataArray(np.ones((60, 3, 4)), dims=("time", "y", "x"))
-    assert region_age(v, "time", np.array([59])) == 0
+    assert region_age(v, "time", np.array([59]), 1.0) == 0
     v[50:, 0, :] = np.nan  # a row ten frames late at the last initial time
     v[:, 2, 3] = np.nan  # a point never observed does not count
     v[:5, 1, 1] = np.nan
-    v[6:, 1, 1] = np.nan  # nor one last seen more than REGION_LIMIT (48) frames before
-    assert region_age(v, "time", np.array([59])) == 10
-    assert region_age(v, "time", np.array([30, 59])) == 25  # at frame 30 the point last seen at 5 counts
-    assert region_age(v, "time", np.array([45])) == 40
-    assert region_age(v, "time", np.array([59]), limit=5) == 0  # nothing within 5 frames: not counted
+    v[6:, 1, 1] = np.nan  # nor one last seen more than 48 hours before
+    assert region_age(v, "time", np.array([59]), 1.0) == 10
+    assert region_age(v, "time", np.array([30, 59]), 1.0) == 25  # at frame 30 the point last seen at 5 counts
+    assert region_age(v, "time", np.array([45]), 1.0) == 40
+    assert region_age(v, "time", np.array([59]), 6.0) == 0  # 6-hourly: nothing within the 8 frames before
+    assert region_age(v, "time", np.array([59]), 24.0 * 30) == 0  # monthly: a silent station is out, not late
 
 
 def test_a_region_late_by_more_than_twice_the_context_frames_is_forecast_from_its_newest_data():
