@@ -123,7 +123,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
 
     dev = str(resolve_device(device))
     mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, device=dev,
-                            batch_size=batch_size, calibration=calibration)
+                            batch_size=batch_size, calibration=calibration, fills_empty=cycle is not None)
     if cycle is not None:  # frames missing whole: bridged from the frames either side; no context: the cycle
         mean, std = departures.departure_outputs(mean, std, ds, raw, layout, problem.norm.small_context_scale)
     out_ds = target[0] if target is not None else ds

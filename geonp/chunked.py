@@ -184,8 +184,11 @@ def _frame_chunks(n: int, size: int) -> list[np.ndarray]:
 
 
 def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chunks: dict, device: str,
-                batch_size: int = 8, calibration=None) -> tuple[da.Array, da.Array]:
+                batch_size: int = 8, calibration=None, fills_empty: bool = False) -> tuple[da.Array, da.Array]:
     """Lazy mean and std with the output dims ``extra..., time, *target space``.
+
+    ``fills_empty``: the caller fills what has no context (an infill of departures), so the blocks do not
+    warn that it is NaN.
 
     ``calibration``: a dask task giving normaliser fields (:mod:`geonp.calibrate_input`) that
     every block applies on top of the problem's own.
@@ -223,7 +226,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                          "tile_shape": shape if sub is None else (len(sub),), "device": device,
                          "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None,
                          "groups": [g - lo for g in fgroups] if group > 1 else None,
-                         "fill_gaps": problem.fill_gaps}
+                         "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
                     parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
                 blk = combine(parts, groups, (len(fr), *shape), 1)
                 full = (1,) * len(e) + (len(fr),) + shape

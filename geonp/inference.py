@@ -135,24 +135,23 @@ def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
     return window, np.arange(n_ctx, n_ctx + n_tgt)
 
 
-def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None) -> np.ndarray:
+def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, warn: bool = True) -> np.ndarray:
     """Predict the tasks that are not ``None`` into ``[2, n_out, n_tgt]`` (NaN elsewhere).
 
     ``places[i]``: where task ``i``'s targets go, as ``(output row, slice of its targets)``
     pairs; by default task ``i`` fills row ``i``. ``floors[i]`` (optional): the least std of task
-    ``i``'s targets (:func:`_far_floors`).
+    ``i``'s targets (:func:`_far_floors`). ``warn=False``: no :class:`NoContextWarning` for tasks
+    without context (an infill of departures fills them after: :mod:`geonp.departures`).
     """
     places = places or [[(i, slice(None))] for i in range(len(tasks))]
     out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)
     real = [i for i, t in enumerate(tasks) if t is not None]
     empty = sum(len(places[i]) for i, t in enumerate(tasks) if t is None)
-    if empty:
+    if empty and warn:
         warn_user(
             # one text for every block, so that Python shows it once rather than once per block
             "Some frames have no observation within their window (targets far from all the data get none): "
-            "their mean and std are NaN (infilling departures from each point's annual cycle, reference='seasonal': "
-            "bridged from the nearest frames with data where a frame is missing everywhere, else the cycle, with the "
-            "departures' spread as std). Widen "
+            "their mean and std are NaN. Widen "
             "time_window= (or context_frames=), or halo= or tile= (a small tile inside a large gap sees no data), "
             "to predict them.", NoContextWarning)
     preds = preds_of([tasks[i] for i in real])
@@ -312,7 +311,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
                 for g, where in zip(far, own)]
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"],
                                                  mean_weight=norm.infill_mean_weight),
-                len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps))
+                len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps), warn=not meta.get("fills_empty"))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
