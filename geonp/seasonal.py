@@ -96,7 +96,8 @@ def cycle_posterior(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
     gram = xr.dot(observed, X * X.rename({_DIM: "other"}), dim=time_dim)  # [..., harmonic, other]
     moment = xr.dot(y, X, dim=time_dim)  # [..., harmonic]
     points = [d for d in moment.dims if d != _DIM]
-    prior = _pooled(gram, moment, _design(gram.isel({_DIM: 0, "other": 0}), covariates), points)
+    design = _design(gram.isel({_DIM: 0, "other": 0}), covariates)
+    prior = _pooled(gram, moment, design, points)
     n = gram.isel({_DIM: 0, "other": 0}, drop=True)
     frames_per_year = len(da[time_dim]) / max(span_years(da[time_dim].values), 1.0)
     # consecutive frames both observed: the correlation of the departures one frame apart
@@ -133,8 +134,22 @@ def cycle_posterior(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
                          output_core_dims=[[_DIM, "column"]], dask="parallelized", output_dtypes=[np.float64],
                          dask_gufunc_kwargs={"output_sizes": {"column": 2 * harmonics + 2}})
     scale = xr.where(well.sum(points) >= 2, noise, rss.sum(points) / n.sum(points))
-    return xr.Dataset({"coefficients": fit.isel(column=0),
-                       "covariance": fit.isel(column=slice(1, None)).rename(column="other") * scale})
+    cov = fit.isel(column=slice(1, None)).rename(column="other") * scale
+    # the pooled mean is itself a fit over the points: a point that leans on it far from the others (a station
+    # beyond the network's edge) inherits its extrapolation's variance, leverage x the points' spread
+    zw = design.where(well, 0.0)
+    gram_z = xr.dot(zw, zw.rename(covariate="c2"), dim=points)
+    leverage = xr.apply_ufunc(_leverage, design, gram_z, input_core_dims=[["covariate"], ["covariate", "c2"]],
+                              dask="parallelized", output_dtypes=[np.float64],
+                              dask_gufunc_kwargs={"allow_rechunk": True})  # a few covariates: small chunks
+    first = {_DIM: 0, "other": 0}
+    spread0 = spread.isel({_DIM: 0}, drop=True).clip(min=1e-12)
+    lean = cov.isel(first, drop=True) ** 2 / spread0 * leverage  # (share of the prior)^2 x its variance
+    lean = xr.where(well.sum(points) >= 2, lean, 0.0)
+    one = xr.zeros_like(cov.isel({"other": 0}, drop=True)) + xr.DataArray(np.eye(2 * harmonics + 1)[0], dims=_DIM)
+    dims = cov.dims
+    cov = (cov + lean * one * one.rename({_DIM: "other"})).transpose(*dims)
+    return xr.Dataset({"coefficients": fit.isel(column=0), "covariance": cov})
 
 
 def _design(count: xr.DataArray, covariates: xr.DataArray | None) -> xr.DataArray:
@@ -198,6 +213,12 @@ def _own_fit(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
     """Each point's least-squares coefficients (those of a singular ``gram`` are meaningless)."""
     k = gram.shape[-1]
     return np.linalg.solve(gram + 1e-9 * np.eye(k), moment[..., None])[..., 0]
+
+
+def _leverage(z: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """``z' gram^+ z`` of each point's design row ``z`` (``gram`` the same for all, broadcast)."""
+    inverse = np.linalg.pinv(gram)
+    return np.einsum("...i,...ij,...j->...", z, inverse, z)
 
 
 def _inverse_diagonal(gram: np.ndarray) -> np.ndarray:
