@@ -126,8 +126,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                             batch_size=batch_size, calibration=calibration, fills_empty=cycle is not None)
     if cycle is not None:  # frames missing whole: bridged from the frames either side; no context: the cycle
         mean, std = departures.departure_outputs(mean, std, ds, raw, layout, problem.norm.small_context_scale)
-    out_ds = target[0] if target is not None else ds
-    out_layout = target[1] if target is not None else layout
+    out_ds, out_layout = target if target is not None else (ds, layout)  # targets=: (their Dataset, layout)
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
     coords = {d: ds[d] for d in [*layout.extra_dims, layout.time] if d is not None and d in ds.coords}
     coords.update(space_coords(out_ds, out_layout))

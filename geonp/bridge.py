@@ -21,14 +21,14 @@ the prior (0, ``s_p``) when neither has. Irish daily wind, 45 days missing at ev
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
 from typing import NamedTuple
 
 import dask
 import dask.array as da
 import dask.base
 import numpy as np
+
+from .memo import ProcessMemo
 
 __all__ = ["MAX_GAP", "FrameStats", "frame_stats", "bridge_empty"]
 
@@ -173,19 +173,12 @@ def _cached_stats(y: da.Array, time_axis: int):
     return dask.delayed(functools.partial(_stats_once, key, flat), pure=True)(dask_key_name=f"geonp-bridge-{key}")
 
 
-_STATS: OrderedDict[str, FrameStats] = OrderedDict()
-_STATS_LOCK = threading.Lock()
+_STATS = ProcessMemo()
 
 
 def _stats_once(key: str, y: da.Array) -> FrameStats:
-    with _STATS_LOCK:
-        if key in _STATS:
-            _STATS.move_to_end(key)
-            return _STATS[key]
-    with dask.config.set(scheduler="synchronous"):  # a task of the prediction's graph itself
-        out = frame_stats(y)
-    with _STATS_LOCK:
-        _STATS[key] = out
-        while len(_STATS) > 8:
-            _STATS.popitem(last=False)
-    return out
+    def measure() -> FrameStats:
+        with dask.config.set(scheduler="synchronous"):  # a task of the prediction's graph itself
+            return frame_stats(y)
+
+    return _STATS.get(key, measure)

@@ -11,9 +11,6 @@ does, reuses it). ``calibrate="auto"`` decides with :func:`calibration_inits` (f
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import dask
 import dask.base
 import numpy as np
@@ -23,6 +20,7 @@ from dask.delayed import Delayed
 from . import geo
 from .errors import ConfigError, NoDataError, UnvalidatedStepWarning, warn_user
 from .fitting import MAX_LEAD, fit_model
+from .memo import ProcessMemo
 from .model import Model, check_settings, default_settings
 from .normalise import Normaliser
 from .pretrained import PRETRAINED, shipped_name
@@ -236,9 +234,7 @@ def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *,
 
 
 #: calibrations this process has run, by their inputs' dask token (the most recent few)
-_DONE: OrderedDict[str, dict] = OrderedDict()
-_DONE_LOCK = threading.Lock()
-_REMEMBERED = 8
+_DONE = ProcessMemo()
 
 
 def _calibrate_once(key: str, *args, **kwargs) -> dict:
@@ -247,16 +243,7 @@ def _calibrate_once(key: str, *args, **kwargs) -> dict:
     ``geonp.to_zarr`` computes a result region by region, and each region's graph holds the
     calibration task: without this it ran once per region (4 times for 4 chunks, 81 s against 15 s).
     """
-    with _DONE_LOCK:
-        if key in _DONE:
-            _DONE.move_to_end(key)
-            return dict(_DONE[key])
-    fields = calibration_fields(*args, **kwargs)
-    with _DONE_LOCK:
-        _DONE[key] = dict(fields)
-        while len(_DONE) > _REMEMBERED:
-            _DONE.popitem(last=False)
-    return fields
+    return dict(_DONE.get(key, lambda: dict(calibration_fields(*args, **kwargs))))
 
 
 def trend_weights(fields: dict, lead_frames: np.ndarray) -> np.ndarray:

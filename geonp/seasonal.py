@@ -20,14 +20,14 @@ the cycle its position and height suggest. Everything stays lazy on dask-backed 
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
 
 import dask
 import dask.array
 import dask.base
 import numpy as np
 import xarray as xr
+
+from .memo import ProcessMemo
 
 __all__ = ["HARMONICS", "MIN_YEARS", "basis", "cached_cycle", "cycle_at", "cycle_posterior", "cycle_variance",
            "fit_cycle", "point_covariates", "span_years", "year_fraction"]
@@ -87,7 +87,9 @@ def cycle_posterior(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
     the correlation ``rho`` of consecutive departures (a fortnight of one winter is worth far fewer
     than 14 independent days). A point observed for years keeps its own cycle; one with a few weeks,
     or none, leans on the pooled fit, and its ``covariance`` says how far it may be from its true
-    cycle. Without two points observed for a year, the ridge of half a year of frames on the
+    cycle; the variance of its mean also holds the pooled fit's own, where the point leans on it
+    (its leverage among the well-observed points times their spread: a station beyond the network's
+    edge). Without two points observed for a year, the ridge of half a year of frames on the
     harmonics and one frame on the mean.
     """
     X = xr.DataArray(basis(da[time_dim].values, harmonics), dims=(time_dim, _DIM))
@@ -142,13 +144,11 @@ def cycle_posterior(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
     leverage = xr.apply_ufunc(_leverage, design, gram_z, input_core_dims=[["covariate"], ["covariate", "c2"]],
                               dask="parallelized", output_dtypes=[np.float64],
                               dask_gufunc_kwargs={"allow_rechunk": True})  # a few covariates: small chunks
-    first = {_DIM: 0, "other": 0}
     spread0 = spread.isel({_DIM: 0}, drop=True).clip(min=1e-12)
-    lean = cov.isel(first, drop=True) ** 2 / spread0 * leverage  # (share of the prior)^2 x its variance
+    lean = cov.isel({_DIM: 0, "other": 0}, drop=True) ** 2 / spread0 * leverage  # (share of the prior)^2 x variance
     lean = xr.where(well.sum(points) >= 2, lean, 0.0)
-    one = xr.zeros_like(cov.isel({"other": 0}, drop=True)) + xr.DataArray(np.eye(2 * harmonics + 1)[0], dims=_DIM)
-    dims = cov.dims
-    cov = (cov + lean * one * one.rename({_DIM: "other"})).transpose(*dims)
+    mean_only = xr.DataArray(np.eye(2 * harmonics + 1)[0], dims=_DIM)  # the variance of the mean coefficient
+    cov = (cov + lean * mean_only * mean_only.rename({_DIM: "other"})).transpose(*cov.dims)
     return xr.Dataset({"coefficients": fit.isel(column=0), "covariance": cov})
 
 
@@ -291,8 +291,7 @@ def cached_cycle(da: xr.DataArray, time_dim: str, covariates: xr.DataArray | Non
                         coords={d: da[d] for d in dims if d in da.coords})
 
 
-_CYCLES: OrderedDict[str, xr.Dataset] = OrderedDict()
-_CYCLES_LOCK = threading.Lock()
+_CYCLES = ProcessMemo()
 
 
 def _cycle_part(key: str, da: xr.DataArray, time_dim: str, covariates, part: str) -> np.ndarray:
@@ -300,17 +299,11 @@ def _cycle_part(key: str, da: xr.DataArray, time_dim: str, covariates, part: str
 
 
 def _cycle_once(key: str, da: xr.DataArray, time_dim: str, covariates) -> xr.Dataset:
-    with _CYCLES_LOCK:
-        if key in _CYCLES:
-            _CYCLES.move_to_end(key)
-            return _CYCLES[key]
-    with dask.config.set(scheduler="synchronous"):  # a task of the prediction's graph itself
-        out = cycle_posterior(da, time_dim, covariates=covariates).compute()
-    with _CYCLES_LOCK:
-        _CYCLES[key] = out
-        while len(_CYCLES) > 8:
-            _CYCLES.popitem(last=False)
-    return out
+    def fit() -> xr.Dataset:
+        with dask.config.set(scheduler="synchronous"):  # a task of the prediction's graph itself
+            return cycle_posterior(da, time_dim, covariates=covariates).compute()
+
+    return _CYCLES.get(key, fit)
 
 
 def point_covariates(ds: xr.Dataset, space_dims: tuple[str, ...],

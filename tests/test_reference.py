@@ -357,14 +357,13 @@ def test_forecast_calibration_reads_only_the_latest_history(monkeypatch):
 
 def test_calibration_waits_for_compute_and_runs_once(monkeypatch):
     """A calibrated lazy result computes nothing when it is built; the calibration runs once, at compute."""
-    from collections import OrderedDict
-
     import geonp.calibrate_input
+    from geonp.memo import ProcessMemo
 
     calls = []
     real = geonp.calibrate_input.calibration_fields
     monkeypatch.setattr(geonp.calibrate_input, "calibration_fields", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(geonp.calibrate_input, "_DONE", OrderedDict())  # none remembered from other tests
+    monkeypatch.setattr(geonp.calibrate_input, "_DONE", ProcessMemo())  # none remembered from other tests
     d = hourly(times=72)
     init = d.time.values[[60, 62]]
     lazy = d.chunk({"time": 12}).np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init,
