@@ -121,11 +121,12 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                                                      time_window=time_window, **windows)
     from .inference import ModelPayload, resolve_device
 
-    dev = str(resolve_device(device))
-    mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, device=dev,
-                            batch_size=batch_size, calibration=calibration, fills_empty=cycle is not None)
-    if cycle is not None:  # frames missing whole: bridged from the frames either side; no context: the cycle
-        mean, std = departures.departure_outputs(mean, std, ds, raw, layout, problem.norm.small_context_scale)
+    bridged = target is None and layout.time is not None  # what has no prediction: bridged along time
+    mean, std = lazy_infill(problem, ModelPayload.from_net(m.net), m.settings, chunks=chunk_map, batch_size=batch_size,
+                            device=str(resolve_device(device)), calibration=calibration, fills_empty=bridged)
+    if bridged:  # frames missing whole (departures: beyond reach the cycle) and points without a prediction
+        mean, std = departures.bridged_outputs(mean, std, ds, raw, layout, problem.norm.small_context_scale,
+                                               cycle is not None)
     out_ds, out_layout = target if target is not None else (ds, layout)  # targets=: (their Dataset, layout)
     dims = [*layout.extra_dims, layout.time or "__time__", *out_layout.space_dims]
     coords = {d: ds[d] for d in [*layout.extra_dims, layout.time] if d is not None and d in ds.coords}

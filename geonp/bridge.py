@@ -1,21 +1,25 @@
-"""Frames missing whole from an infill of departures: bridged from the frames either side (no torch).
+"""Frames and points an infill left without a prediction: bridged along time from the frames either side (no torch).
 
-An infill of departures from each point's annual cycle (:mod:`geonp.reference`) leaves a frame
-with no observation anywhere to the network's frames around it, or to the cycle when none lies
-within ``time_window``. At such a frame the best guess of each point's departure is its value in
-the nearest frames that hold data, shrunk by how departures persist from one frame to the next.
-With ``rho(k)`` the correlation of departures ``k`` frames apart (pooled over the points, measured
-on the input) and ``s_p`` each point's spread, the frame ``a`` frames after the last frame with data
-and ``b`` before the next one gets the Gaussian conditional of its departure given the point's
-values there,
+A frame with no observation anywhere gets from the network either nothing (``time_window=0``, the
+automatic window of smooth daily grids: NaN) or a guess from the frames around it with a std
+calibrated on gaps inside observed frames, far too wide (Irish daily wind: 6.6 knots for errors of
+3.9). Such frames, and any point the network left without a prediction, are bridged from the point's
+values in the nearest frames that hold one (observed, or the infill's mean with its variance ``e``),
+up to :data:`MAX_GAP` frames away on each side, ``a`` frames before and ``b`` after:
 
-    mean = c' S^-1 v,   var = s_p^2 (1 - c' S^-1 c / s_p^2),
-    c = s_p^2 [rho(a), rho(b)],   S = s_p^2 [[1, rho(a + b)], [rho(a + b), 1]] + diag(e_a, e_b),
+- departures from each point's annual cycle (``fill="frames"``, long records), whose mean is 0: the
+  Gaussian conditional (simple kriging) with ``rho(k)`` the correlation of departures ``k`` frames
+  apart (pooled over the points) and ``s_p`` the point's spread,
 
-where ``v`` is the observed departure, or the infill's mean with its variance ``e`` where the point
-is missing there too. One side only when the other has no frame with data within :data:`MAX_GAP`;
-the prior (0, ``s_p``) when neither has. Irish daily wind, 45 days missing at every station: RMSE
-4.13 -> 3.89 knots, the std 6.8 -> 3.9 (docs/benchmarks.md, "Days missing at every point").
+      mean = c' S^-1 v,   var = s_p^2 - c' S^-1 c,
+      c = s_p^2 [rho(a), rho(b)],   S = s_p^2 [[1, rho(a + b)], [rho(a + b), 1]] + diag(e_a, e_b);
+
+  with no value on either side, the prior (0, ``s_p``). Irish daily wind, 45 days missing at every
+  station: RMSE 4.13 -> 3.89 knots, the std 6.8 -> 3.9 (docs/benchmarks.md, "Days missing at every point").
+- the variable itself (``fill="gaps"``, records too short for a cycle), whose level the record does not
+  pin down: ordinary kriging along time with ``gamma_p(k) = s_p^2 g(k)``, the pooled semivariogram
+  ``g`` over the variance (weights summing to one; with ``gamma(a) = gamma(b)`` the mean of the two
+  sides). With no value on either side the network's prediction stays, or NaN with a warning.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ import dask.array as da
 import dask.base
 import numpy as np
 
+from .errors import NO_CONTEXT_MESSAGE, NoContextWarning, warn_user
 from .memo import ProcessMemo
 
 __all__ = ["MAX_GAP", "FrameStats", "frame_stats", "bridge_empty"]
 
-#: frames searched on each side of a frame missing whole for the nearest frame with data
+#: frames searched on each side of a point without a prediction for the nearest frame with a value
 MAX_GAP = 8
 #: a point's spread is shrunk towards the pooled one as if the pooled one were this many observations
 _SPREAD_PRIOR = 10.0
@@ -41,26 +46,37 @@ _BLOCK_VALUES = 1 << 22
 
 
 class FrameStats(NamedTuple):
-    """What the bridge needs from the departures, measured on the whole input."""
+    """What the bridge needs from the values, measured on the whole input."""
 
     empty: np.ndarray  #: ``[time]`` frames without an observation anywhere
     spread: np.ndarray  #: ``[points]`` each point's spread (RMS departure, shrunk towards the pooled one)
     rho: np.ndarray  #: ``[2 MAX_GAP + 1]`` pooled correlation of departures 0 .. 2 MAX_GAP frames apart
+    level: np.ndarray  #: ``[points]`` what departures are taken from: 0, or each point's mean (``centre=True``)
+    variogram: np.ndarray  #: ``[2 MAX_GAP + 1]`` pooled semivariogram 0 .. 2 MAX_GAP frames apart, over the variance
 
 
-def frame_stats(y: np.ndarray, max_lag: int = 2 * MAX_GAP) -> FrameStats:
-    """:class:`FrameStats` of departures ``y`` (``[time, points]``; NaN where missing), read frame block by block.
+def frame_stats(y: np.ndarray, max_lag: int = 2 * MAX_GAP, centre: bool = False) -> FrameStats:
+    """:class:`FrameStats` of ``y`` (``[time, points]``; NaN where missing), read frame block by block.
 
-    ``y`` may be a dask array: blocks of frames are computed one at a time (with ``max_lag`` frames
-    more), so a long record is never one array in memory.
+    ``centre=False``: ``y`` are departures already (from each point's annual cycle); ``True``: the
+    departures are from each point's mean over the record (the pooled mean at a point never observed),
+    measured in a first pass. ``y`` may be a dask array: blocks of frames are computed one at a time
+    (with ``max_lag`` frames more), so a long record is never one array in memory.
     """
     n_t, n_p = y.shape
     block = max(2 * max_lag + 1, _BLOCK_VALUES // max(n_p, 1))
+    level = np.zeros(n_p)
+    if centre:
+        total, seen = np.zeros(n_p), np.zeros(n_p)
+        for start in range(0, n_t, block):
+            v = _read(y, start, start + block)
+            total += np.nansum(v, 0)
+            seen += np.isfinite(v).sum(0)
+        level = np.where(seen > 0, total / np.maximum(seen, 1.0), total.sum() / max(seen.sum(), 1.0))
     count, total, seen = np.zeros(n_t, dtype=np.int64), np.zeros(n_p), np.zeros(n_p)
-    lag_sum, lag_n = np.zeros(max_lag + 1), np.zeros(max_lag + 1)
+    lag_sum, lag_n, diff_sum = np.zeros(max_lag + 1), np.zeros(max_lag + 1), np.zeros(max_lag + 1)
     for start in range(0, n_t, block):
-        v = y[start:min(n_t, start + block + max_lag)]
-        v = np.asarray(v.compute() if hasattr(v, "compute") else v, dtype=np.float64)
+        v = _read(y, start, start + block + max_lag) - level
         own = min(block, n_t - start)
         ok = np.isfinite(v)
         v = np.where(ok, v, 0.0)
@@ -69,51 +85,68 @@ def frame_stats(y: np.ndarray, max_lag: int = 2 * MAX_GAP) -> FrameStats:
         seen += ok[:own].sum(0)
         for k in range(max_lag + 1):  # pairs whose first frame is one of this block's own
             n = max(0, min(own, len(v) - k))
+            pair = ok[:n] & ok[k:k + n]
             lag_sum[k] += float((v[:n] * v[k:k + n]).sum())
-            lag_n[k] += float((ok[:n] & ok[k:k + n]).sum())
+            lag_n[k] += float(pair.sum())
+            diff_sum[k] += float(np.where(pair, v[k:k + n] - v[:n], 0.0).__pow__(2).sum())
     # each point's spread, shrunk towards the pooled one; the correlation pools the points' products
     pooled = total.sum() / max(seen.sum(), 1.0)
     spread2 = (total + _SPREAD_PRIOR * pooled) / (seen + _SPREAD_PRIOR)
     cov = lag_sum / np.maximum(lag_n, 1.0)
     rho = np.where(lag_n > 0, cov / cov[0], 0.0) if cov[0] > 0 else np.zeros(max_lag + 1)
     rho[0] = 1.0
-    return FrameStats(count == 0, np.sqrt(spread2), np.clip(rho, -1.0, 1.0))
+    variogram = np.where(lag_n > 0, diff_sum / np.maximum(2.0 * lag_n, 1.0), np.nan) / max(pooled, 1e-300)
+    variogram = np.fmax.accumulate(np.nan_to_num(variogram, nan=0.0))  # never less than at a shorter lag
+    return FrameStats(count == 0, np.sqrt(spread2), np.clip(rho, -1.0, 1.0), level, variogram)
 
 
-def bridge_empty(mean: da.Array, std: da.Array, y: da.Array, time_axis: int) -> tuple[da.Array, da.Array]:
-    """``mean`` and ``std`` of departures, with the frames where ``y`` has no observation bridged (lazy).
+def _read(y, lo: int, hi: int) -> np.ndarray:
+    v = y[lo:min(hi, y.shape[0])]
+    return np.asarray(v.compute() if hasattr(v, "compute") else v, dtype=np.float64)
 
-    ``y``: the observed departures (NaN where missing; outside the domain too), with the dims of
-    ``mean``. The statistics (:func:`frame_stats`) are one task that reads a lazy ``y`` once per process.
+
+def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "frames",
+                 inside: np.ndarray | None = None) -> tuple[da.Array, da.Array]:
+    """``mean`` and ``std`` with frames missing whole and points without a prediction bridged along time (lazy).
+
+    ``y``: the observed values (NaN where missing; outside the domain too), with the dims of ``mean``.
+    Frames where ``y`` has no observation are replaced, and points without a prediction (NaN) filled:
+    ``fill="frames"`` (departures from each point's annual cycle, whose mean is 0) by the Gaussian
+    conditional (:func:`_conditional`), the prior where no frame has a value within :data:`MAX_GAP`;
+    ``fill="gaps"`` (the variable itself, whose level a short record does not pin down) by ordinary
+    kriging along time (:func:`_kriged`); where no frame has one the network's prediction stays (from a
+    wider ``time_window``), or NaN with a :class:`~geonp.errors.NoContextWarning` (counting only the
+    points of ``inside``, ``[points]`` booleans, when given).
+
+    The frames missing whole are counted in the graph itself (a lazy input is read once for them and the
+    prediction together); the statistics (:func:`frame_stats`) are measured only by blocks with something
+    to bridge, once per process, reading the input once more.
     """
     shape = mean.shape
     n_t = shape[time_axis]
     if n_t < 2:
         return mean, std
-    if isinstance(y, da.Array):
-        stats = _cached_stats(y, time_axis)
-    else:  # in memory: measured now, and nothing to do when every frame has data
-        stats = frame_stats(np.moveaxis(np.asarray(y), time_axis, 0).reshape(n_t, -1))
-        if not stats.empty.any():
-            return mean, std
-    chunks = list(mean.chunks)
+    asked, chunks = mean.chunks, list(mean.chunks)
     chunks[time_axis] = _merged(mean.chunks[time_axis], MAX_GAP)
     mean, std = mean.rechunk(chunks), std.rechunk(chunks)
-    y = da.asarray(y).rechunk(chunks)
-    empty = da.from_delayed(dask.delayed(lambda s: s.empty)(stats), (n_t,), dtype=bool)
-    spread = da.from_delayed(dask.delayed(lambda s: s.spread)(stats),
-                             (int(np.prod(shape)) // n_t,), dtype=np.float64)
-    points = tuple(s for i, s in enumerate(shape) if i != time_axis)
-    spread = spread.reshape(points).rechunk([c for i, c in enumerate(chunks) if i != time_axis])
-    empty = empty.rechunk((chunks[time_axis],)).reshape([n_t if i == time_axis else 1 for i in range(len(shape))])
-    flags = da.broadcast_to(empty, shape, chunks=chunks)
-    scale = da.broadcast_to(da.expand_dims(spread, time_axis), shape, chunks=chunks)
-    rho = dask.delayed(lambda s: s.rho)(stats)
-    padded = [da.overlap.overlap(a, depth={time_axis: MAX_GAP}, boundary="none")
-              for a in (mean, std, y, flags, scale)]
-    out = da.map_blocks(_bridge_block, *padded, axis=time_axis, rho=rho, new_axis=0, chunks=((2,), *chunks),
-                        dtype=np.float32)
-    return out[0].astype(mean.dtype), out[1].astype(std.dtype)
+    space = tuple(i for i in range(len(shape)) if i != time_axis)
+    if isinstance(y, da.Array):
+        y = y.rechunk(chunks)
+        empty = ~da.isfinite(y).any(axis=space, keepdims=True)
+    else:
+        empty = da.from_array(~np.isfinite(np.asarray(y)).any(axis=space, keepdims=True))
+        y = da.from_array(np.asarray(y), chunks=chunks)
+    flags = da.broadcast_to(empty.rechunk([c if i == time_axis else 1 for i, c in enumerate(chunks)]), shape,
+                            chunks=chunks)
+    key, flat = _stats_input(y, time_axis, fill == "gaps")
+    stats = functools.partial(_stats_once, key, flat, fill == "gaps")
+    points = tuple(shape[i] for i in space)
+    padded = [mean, std, y, flags]
+    if len(chunks[time_axis]) > 1:  # (one block: nothing to overlap, and a record shorter than MAX_GAP may be)
+        padded = [da.overlap.overlap(a, depth={time_axis: MAX_GAP}, boundary="none") for a in padded]
+    out = da.map_blocks(_bridge_block, *padded, axis=time_axis, stats=stats, points=points, fill=fill,
+                        inside=inside, new_axis=0, chunks=((2,), *chunks), dtype=np.float32)
+    return out[0].astype(mean.dtype).rechunk(asked), out[1].astype(std.dtype).rechunk(asked)  # the chunks asked for
 
 
 def _merged(sizes: tuple[int, ...], least: int) -> tuple[int, ...]:
@@ -127,58 +160,117 @@ def _merged(sizes: tuple[int, ...], least: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _bridge_block(mean, std, y, flags, scale, *, axis: int, rho: np.ndarray, block_info=None):
+def _bridge_block(mean, std, y, flags, *, axis: int, stats, points: tuple, fill: str, inside, block_info=None):
     """One block with ``MAX_GAP`` frames of overlap each side: ``[2, own frames, ...]`` (mean, std)."""
-    loc = block_info[0]["chunk-location"][axis]
-    n_chunks = block_info[0]["num-chunks"][axis]
+    info = block_info[0]
+    loc = info["chunk-location"][axis]
     lo = 0 if loc == 0 else MAX_GAP
-    hi = mean.shape[axis] - (0 if loc == n_chunks - 1 else MAX_GAP)
-    m, s, v, f, sc = (np.moveaxis(a, axis, 0) for a in (mean, std, y, flags, scale))
+    hi = mean.shape[axis] - (0 if loc == info["num-chunks"][axis] - 1 else MAX_GAP)
+    m, s, v, f = (np.moveaxis(a, axis, 0) for a in (mean, std, y, flags))
+    tile = m.shape[1:]
+    m, s, v = (a.reshape(len(a), -1).astype(np.float64) for a in (m, s, v))
     empty = f.reshape(len(f), -1)[:, 0]
-    out_m, out_s = m[lo:hi].astype(np.float64), s[lo:hi].astype(np.float64)
+    target = np.isnan(m) | empty[:, None]
+    if not target[lo:hi].any():
+        return _stacked(m[lo:hi], s[lo:hi], axis, tile)
+    stats = stats()
+    ranges = [range(*info["array-location"][i]) for i in range(mean.ndim) if i != axis]
+    idx = np.ravel_multi_index(np.meshgrid(*ranges, indexing="ij"), points).ravel()
     observed = np.isfinite(v)
     value = np.where(observed, v, m)
-    noise = np.where(observed, 0.0, s.astype(np.float64) ** 2)
-    for t in np.flatnonzero(empty[lo:hi]) + lo:
-        prev = [u for u in range(t - 1, max(t - MAX_GAP, 0) - 1, -1) if not empty[u]][:1]
-        nxt = [u for u in range(t + 1, min(t + MAX_GAP, len(empty) - 1) + 1) if not empty[u]][:1]
-        out_m[t - lo], out_s[t - lo] = _conditional(t, prev + nxt, value, noise, sc[t], rho)
-    return np.stack([np.moveaxis(out_m, 0, axis), np.moveaxis(out_s, 0, axis)]).astype(np.float32)
+    usable = np.isfinite(value) & ~empty[:, None]
+    noise = np.where(observed, 0.0, s**2)
+    out_m, out_s = m[lo:hi].copy(), s[lo:hi].copy()
+    for t in np.flatnonzero(target[lo:hi].any(1)) + lo:
+        p = np.flatnonzero(target[t])
+        sides = [_nearest(usable[:, p], t, step) for step in (-1, 1)]
+        if fill == "gaps":  # no value on either side: the network's prediction, if it made one
+            gamma = stats.spread[idx[p]] ** 2 * stats.variogram[:, None]
+            mu, var = _kriged(t, *sides, value[:, p], noise[:, p], gamma)
+            mu, var = np.where(np.isnan(mu), m[t, p], mu), np.where(np.isnan(var), s[t, p] ** 2, var)
+            var = np.where(np.isnan(mu), np.nan, var)
+        else:
+            mu, var = _conditional(t, *sides, value[:, p], noise[:, p], stats.spread[idx[p]] ** 2, stats.rho)
+        out_m[t - lo, p], out_s[t - lo, p] = mu, np.sqrt(var)
+    if fill == "gaps" and np.isnan(out_m[:, slice(None) if inside is None else inside[idx]]).any():
+        warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)
+    return _stacked(out_m, out_s, axis, tile)
 
 
-def _conditional(t: int, near: list[int], value: np.ndarray, noise: np.ndarray, spread: np.ndarray,
+def _stacked(m: np.ndarray, s: np.ndarray, axis: int, tile: tuple) -> np.ndarray:
+    back = [np.moveaxis(a.reshape(len(a), *tile), 0, axis) for a in (m, s)]
+    return np.stack(back).astype(np.float32)
+
+
+def _nearest(usable: np.ndarray, t: int, step: int) -> np.ndarray:
+    """Frames from ``t`` to the nearest usable frame in direction ``step`` (0: none within :data:`MAX_GAP`)."""
+    lag = np.zeros(usable.shape[1], dtype=np.int64)
+    for k in range(1, MAX_GAP + 1):
+        u = t + step * k
+        if not 0 <= u < len(usable):
+            break
+        lag = np.where((lag == 0) & usable[u], k, lag)
+    return lag
+
+
+def _conditional(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray, noise: np.ndarray, s2: np.ndarray,
                  rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of frame ``t`` given the frames ``near`` (at most one each side), point by point."""
-    s2 = spread.astype(np.float64) ** 2
-    if not near:
-        return np.zeros_like(s2), np.sqrt(s2)
-    lags = np.abs(np.array(near) - t)
-    c = rho[lags][None] * s2.reshape(-1, 1)  # [points, k]
-    C = rho[np.abs(np.array(near)[:, None] - np.array(near)[None])]  # [k, k]
-    S = C[None] * s2.reshape(-1, 1, 1) + noise[near].reshape(len(near), -1).T[..., None] * np.eye(len(near))
-    w = np.linalg.solve(S + 1e-12 * np.eye(len(near)), c[..., None])[..., 0]  # [points, k]
-    v = value[near].reshape(len(near), -1).T
-    ok = np.isfinite(v).all(1)
-    m = np.where(ok, (w * np.where(np.isfinite(v), v, 0.0)).sum(1), np.nan)
-    var = np.maximum(s2.ravel() - (w * c).sum(1), 1e-3 * s2.ravel())
-    return m.reshape(spread.shape), np.sqrt(var).reshape(spread.shape)
+    """Mean and variance of departures at frame ``t``, ``a`` frames after a value and ``b`` before one (0: none).
+
+    ``value`` and ``noise``: ``[frames, points]``, the departures and their variances (0 where observed).
+    """
+    col = np.arange(value.shape[1])
+    ra, rb = np.where(a > 0, rho[a], 0.0), np.where(b > 0, rho[b], 0.0)
+    rab = np.where((a > 0) & (b > 0), rho[np.minimum(a + b, len(rho) - 1)], 0.0)
+    before, after = np.clip(t - a, 0, len(value) - 1), np.clip(t + b, 0, len(value) - 1)
+    va, vb = np.where(a > 0, value[before, col], 0.0), np.where(b > 0, value[after, col], 0.0)
+    s11 = np.where(a > 0, s2 + noise[before, col], 1.0)  # a side that is missing: weight 0
+    s22 = np.where(b > 0, s2 + noise[after, col], 1.0)
+    s12, c1, c2 = rab * s2, ra * s2, rb * s2
+    det = s11 * s22 - s12**2
+    w1, w2 = (c1 * s22 - c2 * s12) / det, (c2 * s11 - c1 * s12) / det
+    return w1 * va + w2 * vb, np.maximum(s2 - (w1 * c1 + w2 * c2), 1e-3 * s2)
 
 
-def _cached_stats(y: da.Array, time_axis: int):
-    """:func:`frame_stats` of ``y`` as one delayed task that runs once per process for the same ``y``."""
-    key = dask.base.tokenize("geonp-bridge", y, time_axis)
+def _stats_input(y: da.Array, time_axis: int, centre: bool) -> tuple[str, da.Array]:
+    """The key of ``y``'s statistics and ``y`` as ``[time, points]``."""
+    key = dask.base.tokenize("geonp-bridge", y, time_axis, centre)
     flat = da.moveaxis(y, time_axis, 0)
     flat = flat.reshape(flat.shape[0], -1, merge_chunks=True) if flat.ndim > 2 else flat.reshape(-1, 1) \
         if flat.ndim == 1 else flat
-    return dask.delayed(functools.partial(_stats_once, key, flat), pure=True)(dask_key_name=f"geonp-bridge-{key}")
+    return key, flat
 
 
 _STATS = ProcessMemo()
 
 
-def _stats_once(key: str, y: da.Array) -> FrameStats:
+def _stats_once(key: str, y: da.Array, centre: bool) -> FrameStats:
+    """:func:`frame_stats` of ``y``, measured once per process for the same ``key``."""
     def measure() -> FrameStats:
-        with dask.config.set(scheduler="synchronous"):  # a task of the prediction's graph itself
-            return frame_stats(y)
+        with dask.config.set(scheduler="synchronous"):  # inside a task of the prediction's graph
+            return frame_stats(y, centre=centre)
 
     return _STATS.get(key, measure)
+
+
+def _kriged(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray, noise: np.ndarray,
+            gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ordinary kriging along time of frame ``t`` from the values ``a`` frames before and ``b`` after (0: none).
+
+    ``gamma``: ``[lags, points]``, each point's semivariogram. The weights sum to one (the point's level is
+    not assumed known: a short record's mean is not); NaN where neither side has a value.
+    """
+    col = np.arange(value.shape[1])
+    before, after = np.clip(t - a, 0, len(value) - 1), np.clip(t + b, 0, len(value) - 1)
+    ga, gb = gamma[a, col], gamma[b, col]
+    gab = gamma[np.minimum(a + b, len(gamma) - 1), col]
+    ea, eb = np.where(a > 0, noise[before, col], 0.0), np.where(b > 0, noise[after, col], 0.0)
+    both = (a > 0) & (b > 0)
+    wa = np.where(both, (gab + eb - ga + gb) / np.maximum(2 * gab + ea + eb, 1e-300), (a > 0).astype(float))
+    wa = np.clip(wa, 0.0, 1.0)
+    wb = 1.0 - wa
+    mean = np.where(a > 0, wa * value[before, col], 0.0) + np.where(b > 0, wb * value[after, col], 0.0)
+    ga, gb = np.where(a > 0, ga, 0.0), np.where(b > 0, gb, 0.0)
+    var = 2 * wa * ga + 2 * wb * gb - 2 * wa * wb * gab + wa**2 * ea + wb**2 * eb
+    none = (a == 0) & (b == 0)
+    return np.where(none, np.nan, mean), np.where(none, np.nan, np.maximum(var, 1e-12))

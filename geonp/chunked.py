@@ -187,8 +187,8 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                 batch_size: int = 8, calibration=None, fills_empty: bool = False) -> tuple[da.Array, da.Array]:
     """Lazy mean and std with the output dims ``extra..., time, *target space``.
 
-    ``fills_empty``: the caller fills what has no context (an infill of departures), so the blocks do not
-    warn that it is NaN.
+    ``fills_empty``: the caller fills what has no context (:mod:`geonp.bridge`) and warns of what it
+    cannot, so the blocks do not warn that it is NaN.
 
     ``calibration``: a dask task giving normaliser fields (:mod:`geonp.calibrate_input`) that
     every block applies on top of the problem's own.

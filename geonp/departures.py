@@ -2,9 +2,10 @@
 
 A record of two years or more is infilled as departures from each point's annual cycle
 (:func:`geonp.reference.reference_input`, :mod:`geonp.seasonal`): :func:`infill_reference` decides,
-:func:`departure_outputs` fills what the network left without a prediction (frames missing at every
+:func:`bridged_outputs` fills what the network left without a prediction (frames missing at every
 point bridged from the frames either side, :mod:`geonp.bridge`; the prior elsewhere) and adds each
-point's cycle uncertainty to the std, and :func:`add_cycle_frames` adds the cycle back to the mean.
+point's cycle uncertainty to the std (in an infill of the variable itself it bridges the points without a
+prediction), and :func:`add_cycle_frames` adds the cycle back to the mean.
 No torch here.
 """
 
@@ -18,7 +19,7 @@ from . import seasonal
 from .domain import DOMAIN_COORD
 from .errors import ConfigError, TimeAxisError
 
-__all__ = ["infill_reference", "add_cycle_frames", "departure_outputs", "fill_empty", "add_cycle_variance",
+__all__ = ["infill_reference", "add_cycle_frames", "bridged_outputs", "fill_empty", "add_cycle_variance",
            "no_context_prior"]
 
 
@@ -67,13 +68,25 @@ def add_cycle_frames(mean: xr.DataArray, cycle: xr.DataArray, time_dim: str) -> 
     return (mean + c.data.astype(mean.dtype)).assign_attrs(mean.attrs)
 
 
-def departure_outputs(mean, std, ds: xr.Dataset, raw: xr.Dataset, layout, spread: float):
-    """An infill's ``mean`` and ``std`` of departures where it has none filled, the std with its cycle's uncertainty.
+def bridged_outputs(mean, std, ds: xr.Dataset, raw: xr.Dataset, layout, spread: float, seasonal: bool):
+    """An infill's ``mean`` and ``std`` (dask, dims ``time, <space>``) with what had no prediction bridged along time.
 
-    :func:`fill_empty`, then :func:`add_cycle_variance`; ``ds``: the departures, ``raw``: the variable.
+    ``seasonal`` (``ds`` holds departures from each point's cycle, ``raw`` the variable): :func:`fill_empty`,
+    then :func:`add_cycle_variance`. Otherwise the points the network left without a prediction (a frame
+    without an observation within the time window) are bridged from the point's values in the frames either
+    side (:func:`geonp.bridge.bridge_empty` with ``fill="gaps"``), and what is still without one warns.
     """
-    mean, std = fill_empty(mean, std, ds, layout, spread)
-    return mean, add_cycle_variance(std, raw, layout)
+    if seasonal:
+        mean, std = fill_empty(mean, std, ds, layout, spread)
+        return mean, add_cycle_variance(std, raw, layout)
+    from .bridge import bridge_empty
+
+    y = ds[layout.var].transpose(*layout.extra_dims, layout.time, *layout.space_dims)
+    inside = None
+    if DOMAIN_COORD in ds.coords:
+        inside = ds[DOMAIN_COORD].broadcast_like(y.isel({layout.time: 0}, drop=True))
+        inside = np.asarray(inside.transpose(*layout.extra_dims, *layout.space_dims).values, dtype=bool).ravel()
+    return bridge_empty(mean, std, y.data, len(layout.extra_dims), fill="gaps", inside=inside)
 
 
 def fill_empty(mean, std, ds: xr.Dataset, layout, spread: float):

@@ -125,6 +125,12 @@ class NoContextWarning(UserWarning):
     """Some targets had no observation within their window and were left NaN."""
 
 
+#: the text of every :class:`NoContextWarning` (one text, so that Python shows it once, not once per block)
+NO_CONTEXT_MESSAGE = ("Some frames have no observation within their window (targets far from all the data get none): "
+                      "their mean and std are NaN. Widen time_window= (or context_frames=), or halo= or tile= (a small "
+                      "tile inside a large gap sees no data), to predict them.")
+
+
 class FarFromDataWarning(UserWarning):
     """Some targets lie farther from the data than the weights have seen; their std was raised to the prior's."""
 

@@ -25,7 +25,7 @@ from .data.tasks import (
     nearest_distance,
     temporal_support,
 )
-from .errors import FarFromDataWarning, NoContextWarning, warn_user
+from .errors import NO_CONTEXT_MESSAGE, FarFromDataWarning, NoContextWarning, warn_user
 from .late import point_ages
 from .models import Batch, NeuralProcess
 from .normalise import Normaliser
@@ -148,12 +148,7 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, war
     real = [i for i, t in enumerate(tasks) if t is not None]
     empty = sum(len(places[i]) for i, t in enumerate(tasks) if t is None)
     if empty and warn:
-        warn_user(
-            # one text for every block, so that Python shows it once rather than once per block
-            "Some frames have no observation within their window (targets far from all the data get none): "
-            "their mean and std are NaN. Widen "
-            "time_window= (or context_frames=), or halo= or tile= (a small tile inside a large gap sees no data), "
-            "to predict them.", NoContextWarning)
+        warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)  # one text for every block: Python shows it once
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
         if floors is not None and floors[i] is not None:

@@ -31,18 +31,33 @@ class ProcessMemo:
         self.size = int(size)
         self._results: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._pending: dict[str, threading.Lock] = {}  # a lock per key being computed
 
     def get(self, key: str, compute: Callable[[], Any]) -> Any:
-        """The result kept for ``key``, or ``compute()`` (run outside the lock) kept for it."""
+        """The result kept for ``key``, or ``compute()`` kept for it.
+
+        Threads asking for one key together wait for a single ``compute()`` (blocks of one prediction
+        that all need the input's statistics); other keys are not held up.
+        """
         with self._lock:
             if key in self._results:
                 self._results.move_to_end(key)
                 return self._results[key]
-        out = compute()
-        with self._lock:
-            self._results[key] = out
-            while len(self._results) > self.size:
-                self._results.popitem(last=False)
+            pending = self._pending.setdefault(key, threading.Lock())
+        with pending:
+            with self._lock:
+                if key in self._results:  # computed while this thread waited
+                    self._results.move_to_end(key)
+                    return self._results[key]
+            try:
+                out = compute()
+                with self._lock:
+                    self._results[key] = out
+                    while len(self._results) > self.size:
+                        self._results.popitem(last=False)
+            finally:
+                with self._lock:
+                    self._pending.pop(key, None)
         return out
 
     def clear(self) -> None:

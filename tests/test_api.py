@@ -785,24 +785,41 @@ def test_standardise_small_context_takes_the_data_scale():
     assert Normaliser().standardise(np.array([280.0]))[1] < 1e-3  # off by default (models saved before it)
 
 
-def test_a_frame_without_context_is_nan_with_a_warning():
+def test_a_frame_without_context_is_kriged_from_the_frames_either_side():
+    """A frame missing everywhere, predicted alone (time_window=0): NaN before; now kriged along time."""
     ds, _ = field(times=4)
-    ds["t2m"][3] = np.nan  # the last frame is missing everywhere
-    with pytest.warns(geonp.NoContextWarning, match="no observation within their window.*time_window="):
-        out = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
-    assert np.isnan(out.t2m_mean[3]).all() and np.isfinite(out.t2m_mean[:3]).all()
+    ds["t2m"][3] = np.nan  # the last frame is missing everywhere: one side only, frame 2
     with warnings.catch_warnings():
         warnings.simplefilter("error", geonp.NoContextWarning)
-        assert np.isfinite(ds.np.infill("t2m", model="te-pt-tnp", time_window=1).t2m_mean).all()
+        out = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
+    assert np.isfinite(out.t2m_mean).all() and np.isfinite(out.t2m_std).all()
+    filled_before = out.t2m_filled[2]  # its observations, and the infill's mean where it has none
+    np.testing.assert_allclose(out.t2m_mean[3], filled_before, rtol=0, atol=1e-3)  # one side: weight 1
+    assert (out.t2m_std[3] > out.t2m_std[2].where(ds.t2m[2].isnull(), 0.0)).all()  # and the std grows with the lag
+    ds["t2m"][2] = np.nan  # two frames now: frame 3 lies 2 frames from the data, frame 2 one
+    far = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
+    np.testing.assert_allclose(far.t2m_mean[3], far.t2m_mean[2], rtol=0, atol=1e-3)
+    assert (far.t2m_std[3] >= far.t2m_std[2]).all() and np.isfinite(far.t2m_std).all()
+
+
+def test_frames_beyond_the_reach_of_the_bridge_are_nan_with_a_warning():
+    ds, _ = field(times=12)
+    ds["t2m"][:10] = np.nan  # frames 0 and 1 lie more than bridge.MAX_GAP frames from frame 10
+    with pytest.warns(geonp.NoContextWarning, match="no observation within their window.*time_window="):
+        out = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
+    assert np.isnan(out.t2m_mean[:2]).all() and np.isfinite(out.t2m_mean[2:]).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.NoContextWarning)
+        assert np.isfinite(ds.np.infill("t2m", model="te-pt-tnp", time_window=10).t2m_mean).all()
 
 
 def test_a_frame_without_context_warns_once_not_once_per_block():
-    ds, _ = field(nlat=12, nlon=12, times=3)
-    ds["t2m"][2] = np.nan
+    ds, _ = field(nlat=12, nlon=12, times=12)
+    ds["t2m"][:10] = np.nan
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("default")  # Python's own: once per text and place
         out = ds.np.infill("t2m", time_window=0, chunks={"latitude": 4, "longitude": 4}, calibrate=False).compute()
-    assert np.isnan(out.t2m_mean[2]).all()  # 9 blocks, each with a frame without context
+    assert np.isnan(out.t2m_mean[:2]).all()  # 9 blocks, each with frames beyond the bridge's reach
     assert sum(issubclass(w.category, geonp.NoContextWarning) for w in rec) == 1
 
 

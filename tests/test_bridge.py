@@ -1,9 +1,12 @@
 """Frames missing at every point of an infill of departures, bridged from the frames either side (geonp.bridge)."""
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
 
+import geonp
 from geonp import bridge
 from geonp.bridge import MAX_GAP, bridge_empty, frame_stats
 
@@ -98,3 +101,81 @@ def test_a_frame_missing_whole_in_a_grid_with_extra_space_dims_is_bridged_point_
                                     da.from_array(std.reshape(60, 3, 4), chunks=(10, 2, 4)), obs.reshape(60, 3, 4), 0))
     np.testing.assert_array_equal(grid[0].reshape(60, 12), flat[0])
     np.testing.assert_array_equal(grid[1].reshape(60, 12), flat[1])
+
+
+def _kriging_by_hand(obs, mean, std, t, near):
+    """Ordinary kriging of frame ``t`` from the frames ``near``, point by point, with the measured variogram."""
+    st = frame_stats(obs, centre=True)
+    out = []
+    for p in range(obs.shape[1]):
+        gamma = st.spread[p] ** 2 * st.variogram
+        v = np.array([obs[u, p] if np.isfinite(obs[u, p]) else mean[u, p] for u in near], dtype=np.float64)
+        e = np.array([0.0 if np.isfinite(obs[u, p]) else float(std[u, p]) ** 2 for u in near])
+        k = len(near)
+        A = np.ones((k + 1, k + 1))
+        A[:k, :k] = gamma[np.abs(np.subtract.outer(near, near))] - np.diag(e)
+        A[k, k] = 0.0
+        sol = np.linalg.solve(A, np.append(gamma[np.abs(np.array(near) - t)], 1.0))
+        w = sol[:k]
+        var = 2 * w @ gamma[np.abs(np.array(near) - t)] - w @ (gamma[np.abs(np.subtract.outer(near, near))]) @ w \
+            + w**2 @ e
+        out.append((w @ v, np.sqrt(var)))
+    return np.array(out).T
+
+
+def test_the_variable_itself_is_kriged_along_time_where_the_infill_has_no_prediction():
+    """fill="gaps": frames missing whole and points without a prediction, by ordinary kriging; the rest kept."""
+    obs, mean, std = _record(seed=6)
+    obs, mean = obs + 280.0, mean + 280.0  # a level the weights must not shrink towards 0
+    obs[50] = np.nan  # missing whole: the network's guess there is replaced
+    obs[100:102] = np.nan
+    mean[100:102] = np.nan  # and no prediction at all there (time_window=0)
+    mean[150, :3] = np.nan  # three points the network left without one, in a frame with data
+    m, s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0,
+                                                           fill="gaps")))
+    keep = np.ones(len(obs), bool)
+    keep[[50, 100, 101, 150]] = False
+    np.testing.assert_array_equal(m[keep], mean[keep])
+    np.testing.assert_array_equal(m[150, 3:], mean[150, 3:])
+    for t, near in ((50, [49, 51]), (100, [99, 102]), (101, [99, 102])):
+        want_m, want_s = _kriging_by_hand(obs, mean, std, t, near)
+        np.testing.assert_allclose(m[t], want_m, rtol=1e-6)
+        np.testing.assert_allclose(s[t], want_s, rtol=1e-4)
+    want_m, want_s = _kriging_by_hand(obs, mean, std, 150, [149, 151])
+    np.testing.assert_allclose(m[150, :3], want_m[:3], rtol=1e-6)
+    assert np.all(np.abs(m[[50, 100, 101]] - 280.0) < 10)  # the weights sum to one: no pull towards 0
+
+
+def test_gaps_beyond_the_reach_keep_the_network_or_stay_nan_and_warn_only_inside_the_domain():
+    obs, mean, std = _record(n_t=60, seed=7)
+    obs[5:5 + 2 * MAX_GAP + 3] = np.nan
+    middle = 5 + MAX_GAP + 1  # more than MAX_GAP frames from data on both sides
+    mean[middle, :6] = np.nan  # no prediction at six points; the others keep the network's
+    with pytest.warns(geonp.NoContextWarning):
+        m, s = da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0, fill="gaps"))
+    assert np.isnan(m[middle, :6]).all() and np.isnan(s[middle, :6]).all()
+    np.testing.assert_array_equal(m[middle, 6:], mean[middle, 6:])
+    inside = np.arange(12) >= 6  # the six points are outside the domain: nothing to warn about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.NoContextWarning)
+        da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0, fill="gaps", inside=inside))
+
+
+def test_the_statistics_are_measured_only_when_a_block_has_something_to_bridge(monkeypatch):
+    calls = []
+    real = bridge.frame_stats
+    monkeypatch.setattr(bridge, "frame_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
+    obs, mean, std = _record(seed=8)
+    for fill in ("gaps", "frames"):
+        da.compute(*bridge_empty(da.from_array(mean, chunks=(50, 12)), da.from_array(std, chunks=(50, 12)),
+                                 da.from_array(obs, chunks=(50, 12)), 0, fill=fill))
+    assert calls == []  # no frame missing whole, every point predicted: the input is not read again
+    obs[120] = np.nan
+    lazy = da.from_array(obs, chunks=(50, 12))
+    whole = da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0, fill="gaps"))
+    part = da.compute(*bridge_empty(da.from_array(mean, chunks=(7, 5)), da.from_array(std, chunks=(7, 5)), lazy, 0,
+                                    fill="gaps"))
+    assert len(calls) == 2  # once per input (memoised per process), by the blocks that bridge frame 120
+    np.testing.assert_array_equal(part[0], whole[0])
+    np.testing.assert_array_equal(part[1], whole[1])
+    assert part[0].shape == mean.shape

@@ -28,3 +28,34 @@ def test_threads_asking_together_get_one_result():
     for t in threads:
         t.join()
     assert results == [7] * 8
+
+
+def test_threads_asking_together_wait_for_one_computation():
+    memo, calls, results = ProcessMemo(), [], []
+    started = threading.Event()
+
+    def slow():
+        calls.append(1)
+        started.wait(1.0)  # the other threads arrive while this one computes
+        return 7
+
+    threads = [threading.Thread(target=lambda: results.append(memo.get("k", slow))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    started.set()
+    for t in threads:
+        t.join()
+    assert results == [7] * 8 and calls == [1]
+
+
+def test_a_failed_computation_is_not_kept_and_can_be_retried():
+    memo = ProcessMemo()
+
+    def fail():
+        raise RuntimeError("boom")
+
+    try:
+        memo.get("k", fail)
+    except RuntimeError:
+        pass
+    assert memo.get("k", lambda: 3) == 3

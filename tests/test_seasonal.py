@@ -374,9 +374,11 @@ def test_a_day_missing_whole_is_bridged_from_the_days_either_side_when_departure
     np.testing.assert_allclose(windowed.w_mean.values[days], mean, atol=1e-5)
     lazy = ds.chunk({"time": 50}).np.infill("w", time_window=0, calibrate=False).compute()
     np.testing.assert_allclose(lazy.w_mean.values, out.w_mean.values, atol=1e-5)
-    with pytest.warns(geonp.NoContextWarning):
+    with warnings.catch_warnings():  # the variable itself: its days missing whole are kriged along time
+        warnings.simplefilter("error", geonp.NoContextWarning)
         plain = ds.np.infill("w", time_window=0, calibrate=False, reference="none")
-    assert np.isnan(plain.w_mean.values[100]).all()
+    plain_err = plain.w_mean.values[days] - truth[days]
+    assert np.isfinite(plain_err).all() and np.sqrt(np.mean(plain_err**2)) > np.sqrt(np.mean(err**2))
 
 
 def test_a_grid_of_departures_is_calibrated_by_default():
