@@ -34,7 +34,7 @@ from .errors import ConfigError, MissingReferenceWarning, TimeAxisError, warn_us
 
 __all__ = ["REFERENCES", "check", "day_lag", "resolve", "departure", "reference_input", "cycle_departure",
            "add_back", "reference_values", "add_cycle", "cycle_change", "trend", "add_trend", "mask_like",
-           "keep_diurnal", "MAX_MISSING_REFERENCE", "FALLBACK_DAYS"]
+           "keep_diurnal", "short_gaps_filled", "MAX_MISSING_REFERENCE", "FALLBACK_DAYS", "INTERPOLATE_FRAMES"]
 
 REFERENCES = ("auto", "diurnal", "seasonal", "none")
 #: ``"auto"`` keeps the diurnal reference while at most this share of the values it adds back is missing
@@ -43,6 +43,8 @@ MAX_MISSING_REFERENCE = 0.05
 REFERENCE_SAMPLE_FRAMES = 32
 #: days before ``valid - 24 h`` whose value at the same hour stands in for a missing ``y(valid - 24 h)``
 FALLBACK_DAYS = 2
+#: frames either side of a missing ``y(valid - 24 h)`` within which its point's values interpolate it
+INTERPOLATE_FRAMES = 3
 
 
 def check(reference: str) -> str:
@@ -131,10 +133,12 @@ def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.nd
     forecasts the variable itself, and any missing value warns (:class:`MissingReferenceWarning`).
     """
     leads = np.asarray(leads)
-    idx = np.unique(np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag)  # later leads chain (chain_days)
-    if len(idx) > REFERENCE_SAMPLE_FRAMES:
-        idx = idx[np.linspace(0, len(idx) - 1, REFERENCE_SAMPLE_FRAMES).round().astype(int)]
-    missing = reference_values(y, time_dim, xr.DataArray(idx, dims="frame"), lag)[0].isnull()
+    idx = np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag  # later leads chain (chain_days)
+    pairs = np.unique(np.stack([idx.ravel(), np.broadcast_to(np.asarray(inits)[:, None], idx.shape).ravel()]), axis=1)
+    if pairs.shape[1] > REFERENCE_SAMPLE_FRAMES:
+        pairs = pairs[:, np.linspace(0, pairs.shape[1] - 1, REFERENCE_SAMPLE_FRAMES).round().astype(int)]
+    missing = reference_values(y, time_dim, xr.DataArray(pairs[0], dims="frame"), lag,
+                               xr.DataArray(pairs[1], dims="frame"))[0].isnull()
     if DOMAIN_COORD in y.coords:  # points outside mask= are no part of the field: not missing values
         missing = missing.where(y[DOMAIN_COORD])
     share = float(missing.mean())
@@ -156,12 +160,39 @@ def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.nd
 def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:
     """``ds`` with ``var`` replaced by its change over ``lag`` frames (lazy when ``var`` is dask-backed).
 
-    The first ``lag`` frames become missing. Attributes are kept.
+    The first ``lag`` frames become missing. Attributes are kept. A missing value ``lag`` frames before is
+    interpolated from its point's values around it (:func:`short_gaps_filled`, never reading past the
+    frame itself), so that a gap leaves one departure missing, not two: hourly stations with 15 % of
+    their values missing at random lost 28 % of their departures.
     """
     y = ds[var]
-    d = (y - y.shift({time_dim: lag})).astype(y.dtype).assign_attrs(y.attrs)
+    earlier = short_gaps_filled(y, time_dim) if lag > INTERPOLATE_FRAMES else y
+    d = (y - earlier.shift({time_dim: lag})).astype(y.dtype).assign_attrs(y.attrs)
     d.encoding = dict(y.encoding)
     return ds.assign({var: d})
+
+
+def short_gaps_filled(y: xr.DataArray, time_dim: str, frames: int = INTERPOLATE_FRAMES) -> xr.DataArray:
+    """``y`` with each missing value interpolated linearly in time between its point's nearest values.
+
+    Both within ``frames`` frames, or the value one frame before alone (as :func:`reference_values`
+    does for the values a forecast adds back). Lazy when ``y`` is dask-backed; a record without gaps
+    comes back unchanged.
+    """
+    if isinstance(y.data, np.ndarray) and not y.isnull().any():
+        return y
+    sides = []
+    for step in (1, -1):  # shift by +j: the value j frames before
+        value, dist = xr.full_like(y, np.nan), xr.zeros_like(y, dtype=np.int16)
+        for j in range(1, frames + 1):
+            v = y.shift({time_dim: step * j})
+            found = value.isnull() & v.notnull()
+            value, dist = value.where(~found, v), dist.where(~found, j)
+        sides.append((value, dist))
+    (before, b), (after, a) = sides
+    both = y.isnull() & before.notnull() & after.notnull()
+    out = y.where(~both, (before * a + after * b) / (a + b).where(both))
+    return out.where(~(out.isnull() & before.notnull() & (b == 1)), before).astype(y.dtype)
 
 
 def cycle_departure(ds: xr.Dataset, var: str, time_dim: str, cycle: xr.DataArray) -> xr.Dataset:
@@ -190,29 +221,54 @@ def cycle_change(cycle: xr.DataArray, valid: np.ndarray, before: np.ndarray,
     return seasonal.cycle_at(cycle, valid, dims, like) - seasonal.cycle_at(cycle, before, dims, like)
 
 
-def reference_values(y: xr.DataArray, time_dim: str, idx: xr.DataArray, lag: int) -> tuple[xr.DataArray, xr.DataArray]:
-    """``y`` at the frames ``idx``, or where it is missing at the same hour up to :data:`FALLBACK_DAYS` days earlier.
+def reference_values(y: xr.DataArray, time_dim: str, idx: xr.DataArray, lag: int,
+                     latest: xr.DataArray | None = None) -> tuple[xr.DataArray, xr.DataArray]:
+    """``y`` at the frames ``idx``, or where it is missing, its point's values around it or days before.
 
-    Returns the values and the days each comes from before its frame (0: the frame itself). A region
-    (a station) reporting a few hours late has no ``y(valid - 24 h)`` at the leads near a day; the day
-    before stands in, its change over that day unknown (lazy when ``y`` is dask-backed).
+    Returns the values and their extra variance in units of a day's change (0: the frame itself).
+    A missing value is interpolated linearly in time between the point's nearest values before and
+    after it, both within :data:`INTERPOLATE_FRAMES` frames and none after ``latest`` (the initial time:
+    what comes after it is never read), with the variance of a random walk's bridge, ``a b / (a + b)``
+    frames of a day's ``lag``; or it takes the value one frame before (1 / ``lag``). Otherwise the same
+    hour ``k`` days earlier stands in (``k``), up to :data:`FALLBACK_DAYS`: a region (a station)
+    reporting a few hours late has no ``y(valid - 24 h)`` at the leads near a day. Hourly stations with
+    15 % of their values missing at random: the day before alone scored 2.17 K at those points (lazy
+    when ``y`` is dask-backed).
     """
     ref = y.isel({time_dim: idx})
-    days = xr.zeros_like(ref, dtype=np.int8)
+    extra = xr.zeros_like(ref, dtype=np.float32)
+    latest = idx if latest is None else latest
+    sides = []
+    for step, limit in ((-1, None), (1, latest)):
+        value, dist = xr.full_like(ref, np.nan), xr.zeros_like(idx)
+        for j in range(1, INTERPOLATE_FRAMES + 1):
+            near = idx + step * j
+            ok = (near >= 0) & (near < y.sizes[time_dim]) & (True if limit is None else near <= limit)
+            v = y.isel({time_dim: near.clip(0, y.sizes[time_dim] - 1)}).where(ok)
+            found = value.isnull() & v.notnull()
+            value, dist = value.where(~found, v), dist.where(~found, j)
+        sides.append((value, dist.where(value.notnull(), 0)))
+    (before, b), (after, a) = sides
+    both = ref.isnull() & before.notnull() & after.notnull()
+    bridge = (before * a + after * b) / (a + b).where(both)
+    ref, extra = ref.where(~both, bridge), extra.where(~both, (a * b / (a + b).where(both) / lag))
+    next_to = ref.isnull() & before.notnull() & (b == 1)
+    ref, extra = ref.where(~next_to, before), extra.where(~next_to, 1.0 / lag)
     for k in range(1, FALLBACK_DAYS + 1):
         back = idx - k * lag
         earlier = y.isel({time_dim: back.clip(min=0)}).where(back >= 0)
         fill = ref.isnull() & earlier.notnull()
-        ref, days = ref.where(~fill, earlier), days.where(~fill, k)
-    return ref, days
+        ref, extra = ref.where(~fill, earlier), extra.where(~fill, float(k))
+    return ref, extra
 
 
 def add_back(mean: xr.DataArray, std: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
              leads: np.ndarray, lag: int, spread: float) -> tuple[xr.DataArray, xr.DataArray]:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``, for leads up to ``lag``.
 
-    Where that value is missing, the same hour ``k`` days earlier stands in (:func:`reference_values`) and
-    the ``std`` widens by ``k`` days' changes (``spread``, the std of the daily departures). Longer leads are
+    Where that value is missing, its point's values around it, or the same hour ``k`` days earlier, stand
+    in (:func:`reference_values`) and the ``std`` widens by that many days' changes (``spread``, the std of
+    the daily departures). Longer leads are
     left as they are: :func:`chain_days` adds the forecast of ``lag`` frames earlier to them (what comes
     after an initial time is never read).
     """
@@ -223,7 +279,8 @@ def add_back(mean: xr.DataArray, std: xr.DataArray, ds: xr.Dataset, var: str, ti
                             "into the data.")
     if not idx.size:
         return mean, std
-    ref, days = reference_values(ds[var], time_dim, xr.DataArray(idx, dims=("init_time", "lead_time")), lag)
+    latest = xr.DataArray(np.broadcast_to(np.asarray(inits)[:, None], idx.shape), dims=("init_time", "lead_time"))
+    ref, days = reference_values(ds[var], time_dim, xr.DataArray(idx, dims=("init_time", "lead_time")), lag, latest)
     pad = [(0, len(leads) - idx.shape[1]) if d == "lead_time" else (0, 0) for d in mean.dims]
     extra = (days.transpose(*mean.dims).data * spread**2).astype(std.dtype)
     ref = ref.transpose(*mean.dims).data.astype(mean.dtype)
