@@ -17,6 +17,9 @@ from .errors import CircularVariableWarning, CoordinateError, VariableNotFoundEr
 
 __all__ = ["select_variable"]
 
+#: the name of an unnamed DataArray, in predictions (``value_mean``) and in a store written from it (``value``)
+UNNAMED = "value"
+
 #: names read as latitude / longitude (also when held as data variables: then never the variable to predict)
 LAT_NAMES = ("lat", "latitude", "nav_lat", "lats", "y_lat")
 LON_NAMES = ("lon", "longitude", "long", "nav_lon", "lons", "x_lon")
@@ -43,7 +46,7 @@ def select_variable(obj: xr.Dataset | xr.DataArray, var: str | None) -> tuple[xr
         The variable has a dim of size 0 (an empty selection).
     """
     if isinstance(obj, xr.DataArray):
-        name = str(obj.name) if obj.name is not None else (var or "value")  # outputs are named "{name}_mean"
+        name = str(obj.name) if obj.name is not None else (var or UNNAMED)  # outputs are named "{name}_mean"
         if var is not None and var != name:
             raise VariableNotFoundError(f"variable {var!r} requested but the DataArray is named {name!r}; "
                                         "omit var= or pass the Dataset that holds it.")

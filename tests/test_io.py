@@ -536,6 +536,15 @@ def test_to_zarr_chunks_follow_dask(tmp_path):
     xr.testing.assert_allclose(back.load(), ds.load())
 
 
+def test_to_zarr_chunks_coordinates_like_the_data(tmp_path):
+    """A valid_time coordinate written whole made the store's ds.chunks raise "inconsistent chunks"."""
+    ds = _grid(nt=10).chunk({"time": 4})
+    ds = ds.assign_coords(valid_time=("time", ds.time.values + np.timedelta64(1, "h")))
+    back = xr.open_zarr(to_zarr(ds, tmp_path / "c.zarr", progress=False))
+    assert back.valid_time.chunks == ((4, 4, 2),) and back.chunks["time"] == (4, 4, 2)
+    np.testing.assert_array_equal(back.valid_time.values, ds.valid_time.values)
+
+
 def test_to_zarr_region_dim_shares_chunks(tmp_path):
     """Along the region dimension every variable gets the chunks of the first one that splits it."""
     ds = _grid(nt=8)
@@ -747,3 +756,9 @@ def test_to_zarr_never_replaces_the_file_it_reads_from(tmp_path):
     with pytest.raises(OutputExistsError, match=r"is inside the file the data were read from"):
         to_zarr(ds, folder / "in.zarr" / "out.zarr", progress=False)
     assert sorted(str(p) for p in folder.rglob("*")) == before
+
+
+def test_an_unnamed_dataarray_is_written_under_the_name_predictions_give_it(tmp_path):
+    """infill named an unnamed DataArray's outputs value_mean, ..., while to_zarr wrote it as 'data'."""
+    back = xr.open_zarr(to_zarr(xr.DataArray(np.ones((2, 3)), dims=("y", "x")), tmp_path / "v.zarr", progress=False))
+    assert list(back.data_vars) == ["value"]

@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from ..errors import ConfigError, GeonpError, VariableTypeError, warn_user
 from ..progress import bar_options, region_progress
+from ..variables import UNNAMED
 from .lock import check_store_path, write_lock
 from .zarr_prepare import attr_value, prepare
 
@@ -124,7 +125,7 @@ def to_zarr(
         raise VariableTypeError(f"to_zarr got a {type(ds).__name__}; expected an xarray Dataset or DataArray, e.g. "
                                 "the result of ds.np.infill(...) or xr.DataArray(values, dims=...).")
     if isinstance(ds, xr.DataArray):
-        ds = ds.to_dataset(name=ds.name if ds.name is not None else "data")
+        ds = ds.to_dataset(name=ds.name if ds.name is not None else UNNAMED)  # as predictions name it
     slashed = [str(n) for n in ds.variables if "/" in str(n)]
     if slashed:
         raise ConfigError(f"variable names {slashed} hold '/', which Zarr reads as a group path; rename them before "

@@ -150,6 +150,22 @@ def _align_chunks(ds: xr.Dataset, region_dim: Hashable | None, region_chunk: int
     return ds
 
 
+def _chunk_coords(ds: xr.Dataset) -> xr.Dataset:
+    """Give the coordinates that are not indexes (``valid_time``, 2-D lat/lon) the data's Zarr chunks.
+
+    Written whole, ``xr.open_zarr`` chunked them one way and the data another, and the store's
+    ``ds.chunks`` raised "inconsistent chunks" (a new-user report).
+    """
+    sizes: dict[Hashable, int] = {}
+    for var in ds.data_vars.values():
+        for dim, size in zip(var.dims, var.encoding.get("chunks") or ()):
+            sizes.setdefault(dim, int(size))
+    for name, coord in ds.coords.items():
+        if name not in ds.indexes and coord.ndim and all(d in sizes for d in coord.dims):
+            coord.encoding["chunks"] = tuple(min(sizes[d], ds.sizes[d]) for d in coord.dims)
+    return ds
+
+
 def _attach_grid_mapping(ds: xr.Dataset) -> xr.Dataset:
     """Point data variables without a ``grid_mapping`` at a ``spatial_ref``/``crs`` coordinate holding a CRS."""
     names = [n for n in ("spatial_ref", "crs") if n in ds.coords and ds.coords[n].ndim == 0]
@@ -171,7 +187,7 @@ def prepare(ds: xr.Dataset, attrs: Mapping[str, Any] | None, history: str) -> tu
             var.encoding.pop("grid_mapping", None)
     ds = _chunk_in_memory(ds)
     region_dim, region_chunk = _region_dim(ds)
-    ds = _align_chunks(ds, region_dim, region_chunk)
+    ds = _chunk_coords(_align_chunks(ds, region_dim, region_chunk))
     ds = _attach_grid_mapping(ds)
     ds.attrs = _global_attrs(ds.attrs, attrs, history)
     ds.encoding = {}
