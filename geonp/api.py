@@ -206,7 +206,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         raise TimeAxisError("forecasting needs at least two time steps to know the step; the data have one. "
                             "Pass the past frames too (e.g. ds.isel(time=slice(-6, None))).")
     step = timeaxis.time_step_hours(times)
-    timeaxis.check_regular(times, layout.time)
+    timeaxis.check_regular(times, layout.time, ds[layout.var])
     n_leads = timeaxis.lead_count(hours, steps, step)
     hours = n_leads * step
     windows = {"halo": halo, "tile": tile, "context_frames": context_frames}

@@ -35,6 +35,7 @@ __all__ = [
     "MissingCovariateWarning",
     "ShortHistoryWarning",
     "UnvalidatedStepWarning",
+    "MixedTimesWarning",
     "MissingReferenceWarning",
 ]
 
@@ -161,6 +162,10 @@ class NeverObservedWarning(UserWarning):
 
 class UnvalidatedStepWarning(UserWarning):
     """A forecast with shipped weights on daily or longer steps, where they have not been validated."""
+
+
+class MixedTimesWarning(UserWarning):
+    """Some times lie off the step of the others (stations reporting at :20 among others at :00)."""
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -17,6 +17,7 @@ from .domain import DOMAIN_COORD, NEVER_OBSERVED_MIN_FRAMES, find_domain
 from .errors import NeverObservedWarning, NoDataError, SparseDataWarning, warn_user
 from .geo import Layout
 from .io.stations import SENTINELS
+from .report_times import warn_mixed_times
 
 if TYPE_CHECKING:
     from .model import Model
@@ -57,6 +58,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     and whether they look like missing-value markers.
     """
     gaps_needed = task == "infill" and target is None and not part
+    if layout.time is not None and not part:
+        warn_mixed_times(ds[layout.var], layout.time)
     n_obs, n_all, spread, share, lowest, highest, never = observed_stats(ds if counted is None else counted, layout,
                                                                          gaps_needed=gaps_needed)
     if part and n_obs < 2:

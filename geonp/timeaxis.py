@@ -14,7 +14,7 @@ import xarray as xr
 
 from .errors import ConfigError, ShortHistoryWarning, TimeAxisError, UnvalidatedStepWarning, warn_user
 
-__all__ = ["is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
+__all__ = ["freq_string", "is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
            "time_hours", "time_step_hours", "step_of", "check_regular", "is_monthly",
            "lead_count", "valid_times", "warn_short_history", "warn_coarse_step", "parse_duration",
            "init_indices"]
@@ -113,21 +113,34 @@ def time_step_hours(values: np.ndarray) -> float:
     return float(np.median(np.diff(h)))
 
 
-def check_regular(values: np.ndarray, name: str) -> None:
+def check_regular(values: np.ndarray, name: str, y: xr.DataArray | None = None) -> None:
     """Raise :class:`TimeAxisError` unless the steps are equal (within 1 %) or calendar months.
 
     Forecasts count leads in steps, so they need a regular axis; months (28–31 days) count one
-    frame each, and the 1 % passes leap years and rounding.
+    frame each, and the 1 % passes leap years and rounding. With the variable ``y``, times that mix
+    report offsets are named first (:func:`geonp.report_times.warn_mixed_times`).
     """
     spacing = np.diff(time_hours(values))
     if len(spacing) == 0 or is_monthly(values):
         return
     step = float(np.median(spacing))
     if np.abs(spacing - step).max() > 0.01 * step:
+        if y is not None:
+            from .report_times import warn_mixed_times
+
+            warn_mixed_times(y, name)
         raise TimeAxisError(f"the time steps of {name!r} are irregular (from {spacing.min():g} h to "
                             f"{spacing.max():g} h); forecasting counts leads in steps and needs a regular axis. "
-                            f"Insert the missing frames as NaN first, e.g. ds.resample({name}='{spacing.min():g}h')"
-                            ".asfreq().")
+                            f"Insert the missing frames as NaN first, e.g. ds.resample({name}="
+                            f"'{freq_string(spacing.min())}').asfreq(), or, where some points report at other times "
+                            "than the rest (a MixedTimesWarning names them and their common step), put them on that "
+                            f"step: ds.resample({name}=<step>).mean().")
+
+
+def freq_string(hours: float) -> str:
+    """A pandas frequency for a step of ``hours``, to the second: ``"20min"``, ``"1h"``, ``"24h"``."""
+    text = pd.tseries.frequencies.to_offset(pd.Timedelta(hours=float(hours)).round("s")).freqstr
+    return text if text[:1].isdigit() else "1" + text
 
 
 def is_monthly(values: np.ndarray) -> bool:
@@ -160,14 +173,15 @@ def lead_count(hours, steps, step: float) -> int:
     if isinstance(hours, (bool, np.bool_)):
         raise TimeAxisError(f"hours={hours!r}; expected the last lead time in hours, e.g. hours={6 * step:g}.")
     try:
-        hours = float(hours)
-    except (TypeError, ValueError) as exc:
-        raise TimeAxisError(f"hours={hours!r} is not a number of hours.") from exc
+        hours = float(hours) if not isinstance(hours, str) else pd.Timedelta(hours) / pd.Timedelta(hours=1)
+    except (TypeError, ValueError) as exc:  # "6h", "90min", "1D" are durations too
+        raise TimeAxisError(f"hours={hours!r} is not a number of hours; expected e.g. hours={6 * step:g} or a "
+                            f"duration string such as hours='{6 * step:g}h'.") from exc
     if not np.isfinite(hours):
         raise TimeAxisError(f"hours={hours:g}; expected a finite positive multiple of the data's time step "
                             f"({step:g} h), e.g. hours={6 * step:g}.")
     n_leads = hours / step
-    if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-6:
+    if hours <= 0 or abs(n_leads - round(n_leads)) > 1e-4:  # (times stored to the millisecond: 19:59.9988 min)
         raise TimeAxisError(f"hours={hours:g} is not a positive multiple of the data's time step ({step:g} h); "
                             f"use e.g. hours={step * max(1, round(n_leads)):g}, or steps={max(1, round(n_leads))}.")
     return int(round(n_leads))

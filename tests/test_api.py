@@ -411,8 +411,10 @@ def test_forecast_contract_and_errors(small):
     for bad in (float("nan"), float("inf")):  # before: a bare ValueError / OverflowError from round()
         with pytest.raises(TimeAxisError, match="expected a finite positive multiple of the data's time step"):
             full.np.forecast("t2m", hours=bad)
-    with pytest.raises(TimeAxisError, match="is not a number of hours"):
+    with pytest.raises(TimeAxisError, match="is not a number of hours; expected e.g. hours=6 or a duration string"):
         full.np.forecast("t2m", hours="six")
+    np.testing.assert_array_equal(full.np.forecast("t2m", hours="2h", model="te-pt-tnp").t2m_mean,
+                                  full.np.forecast("t2m", hours=2, model="te-pt-tnp").t2m_mean)  # "2h": 2 hours
     with pytest.raises(TimeAxisError, match="no time axis"):
         full.isel(time=0).np.forecast("t2m", hours=1)
     with pytest.raises(TimeAxisError, match="is not a time step of the data"):

@@ -759,6 +759,6 @@ def test_to_zarr_never_replaces_the_file_it_reads_from(tmp_path):
 
 
 def test_an_unnamed_dataarray_is_written_under_the_name_predictions_give_it(tmp_path):
-    """infill named an unnamed DataArray's outputs value_mean, ..., while to_zarr wrote it as 'data'."""
+    """Predictions named an unnamed DataArray's outputs value_mean, ..., while to_zarr wrote it as 'data'."""
     back = xr.open_zarr(to_zarr(xr.DataArray(np.ones((2, 3)), dims=("y", "x")), tmp_path / "v.zarr", progress=False))
     assert list(back.data_vars) == ["value"]
