@@ -139,7 +139,9 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
     flags = da.broadcast_to(empty.rechunk([c if i == time_axis else 1 for i, c in enumerate(chunks)]), shape,
                             chunks=chunks)
     key, flat = _stats_input(y, time_axis, fill == "gaps")
-    stats = functools.partial(_stats_once, key, flat, fill == "gaps")
+    # one node of the graph holds the (uncomputed) input's graph; each block gets it as data and measures the
+    # statistics only if it has something to bridge
+    stats = dask.delayed(functools.partial(_stats_once, key, flat, fill == "gaps"), pure=True, traverse=False)
     points = tuple(shape[i] for i in space)
     padded = [mean, std, y, flags]
     if len(chunks[time_axis]) > 1:  # (one block: nothing to overlap, and a record shorter than MAX_GAP may be)
@@ -198,6 +200,7 @@ def _bridge_block(mean, std, y, flags, *, axis: int, stats, points: tuple, fill:
 
 
 def _stacked(m: np.ndarray, s: np.ndarray, axis: int, tile: tuple) -> np.ndarray:
+    """``[frames, points]`` mean and std back to the block's shape, as ``[2, ...]`` float32."""
     back = [np.moveaxis(a.reshape(len(a), *tile), 0, axis) for a in (m, s)]
     return np.stack(back).astype(np.float32)
 
