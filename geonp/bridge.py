@@ -110,99 +110,86 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
     """``mean`` and ``std`` with frames missing whole and points without a prediction bridged along time (lazy).
 
     ``y``: the observed values (NaN where missing; outside the domain too), with the dims of ``mean``.
-    Frames where ``y`` has no observation are replaced, and points without a prediction (NaN) filled:
-    ``fill="frames"`` (departures from each point's annual cycle, whose mean is 0) by the Gaussian
-    conditional (:func:`_conditional`), the prior where no frame has a value within :data:`MAX_GAP`;
+    Frames where ``y`` has no observation are replaced, and points without a prediction (NaN) filled,
+    from the point's observed values in the nearest frames either side: ``fill="frames"`` (departures
+    from each point's annual cycle, whose mean is 0) by the Gaussian conditional
+    (:func:`_conditional`), the prior where no frame has a value within :data:`MAX_GAP`;
     ``fill="gaps"`` (the variable itself, whose level a short record does not pin down) by ordinary
     kriging along time (:func:`_kriged`); where no frame has one the network's prediction stays (from a
     wider ``time_window``), or NaN with a :class:`~geonp.errors.NoContextWarning` (counting only the
     points of ``inside``, ``[points]`` booleans, when given).
 
-    The frames missing whole are counted in the graph itself (a lazy input is read once for them and the
-    prediction together); the statistics (:func:`frame_stats`) are measured only by blocks with something
-    to bridge, once per process, reading the input once more.
+    Each block of the output depends on its own block of ``mean`` and ``std`` and on the input within
+    :data:`MAX_GAP` frames, never on other blocks of the prediction: computed region by region
+    (``geonp.to_zarr``), no prediction runs twice (with the infill's means of the frames around as
+    values, a region of 6 frames made dask run 8 times the prediction's blocks). The frames missing
+    whole are counted in the graph (a lazy input is read once for them and the prediction together);
+    the statistics (:func:`frame_stats`) are measured only by blocks with something to bridge, once
+    per process, reading the input once more.
     """
-    shape = mean.shape
-    n_t = shape[time_axis]
+    n_t = mean.shape[time_axis]
     if n_t < 2:
         return mean, std
-    asked, chunks = mean.chunks, list(mean.chunks)
-    chunks[time_axis] = _merged(mean.chunks[time_axis], MAX_GAP)
-    mean, std = mean.rechunk(chunks), std.rechunk(chunks)
-    space = tuple(i for i in range(len(shape)) if i != time_axis)
-    if isinstance(y, da.Array):
-        y = y.rechunk(chunks)
-        empty = ~da.isfinite(y).any(axis=space, keepdims=True)
-    else:
-        empty = da.from_array(~np.isfinite(np.asarray(y)).any(axis=space, keepdims=True))
-        y = da.from_array(np.asarray(y), chunks=chunks)
-    flags = da.broadcast_to(empty.rechunk([c if i == time_axis else 1 for i, c in enumerate(chunks)]), shape,
-                            chunks=chunks)
-    key, flat = _stats_input(y, time_axis, fill == "gaps")
+    mean0, std0 = da.moveaxis(mean, time_axis, 0), da.moveaxis(std, time_axis, 0)
+    y0 = np.moveaxis(np.asarray(y), time_axis, 0) if not isinstance(y, da.Array) else da.moveaxis(y, time_axis, 0)
+    y0 = da.asarray(y0)
+    space = mean0.chunks[1:]
+    points = mean0.shape[1:]
+    empty = ~da.isfinite(y0).any(axis=tuple(range(1, y0.ndim)))
+    key, flat = _stats_input(y0, 0, fill == "gaps")
     # one node of the graph holds the (uncomputed) input's graph; each block gets it as data and measures the
     # statistics only if it has something to bridge
     stats = dask.delayed(functools.partial(_stats_once, key, flat, fill == "gaps"), pure=True, traverse=False)
-    points = tuple(shape[i] for i in space)
-    padded = [mean, std, y, flags]
-    if len(chunks[time_axis]) > 1:  # (one block: nothing to overlap, and a record shorter than MAX_GAP may be)
-        padded = [da.overlap.overlap(a, depth={time_axis: MAX_GAP}, boundary="none") for a in padded]
-    out = da.map_blocks(_bridge_block, *padded, axis=time_axis, stats=stats, points=points, fill=fill,
-                        inside=inside, new_axis=0, chunks=((2,), *chunks), dtype=np.float32)
-    return out[0].astype(mean.dtype).rechunk(asked), out[1].astype(std.dtype).rechunk(asked)  # the chunks asked for
+    index = da.arange(int(np.prod(points)), chunks=-1).reshape(points).rechunk(space)
+    sp = "".join(chr(ord("i") + k) for k in range(len(points)))
+    parts, start = [], 0
+    for size in mean0.chunks[0]:
+        stop = start + size
+        lo, hi = max(0, start - MAX_GAP), min(n_t, stop + MAX_GAP)
+        window = y0[lo:hi].rechunk((hi - lo, *space))
+        parts.append(da.blockwise(
+            _bridge_block, "c" + "t" + sp, mean0[start:stop], "t" + sp, std0[start:stop], "t" + sp, window, "s" + sp,
+            empty[lo:hi].rechunk(hi - lo), "s", index, sp, new_axes={"c": 2}, concatenate=True, dtype=np.float32,
+            offset=start - lo, stats=stats, fill=fill, inside=inside))
+        start = stop
+    out = da.concatenate(parts, axis=1)
+    return (da.moveaxis(out[0], 0, time_axis).astype(mean.dtype),
+            da.moveaxis(out[1], 0, time_axis).astype(std.dtype))
 
 
-def _merged(sizes: tuple[int, ...], least: int) -> tuple[int, ...]:
-    """``sizes`` with any chunk smaller than ``least`` merged into its neighbour (map_overlap needs them)."""
-    out = []
-    for s in sizes:
-        if out and (s < least or out[-1] < least):
-            out[-1] += s
-        else:
-            out.append(s)
-    return tuple(out)
-
-
-def _bridge_block(mean, std, y, flags, *, axis: int, stats, points: tuple, fill: str, inside, block_info=None):
-    """One block with ``MAX_GAP`` frames of overlap each side: ``[2, own frames, ...]`` (mean, std)."""
-    info = block_info[0]
-    loc = info["chunk-location"][axis]
-    lo = 0 if loc == 0 else MAX_GAP
-    hi = mean.shape[axis] - (0 if loc == info["num-chunks"][axis] - 1 else MAX_GAP)
-    m, s, v, f = (np.moveaxis(a, axis, 0) for a in (mean, std, y, flags))
-    tile = m.shape[1:]
-    m, s, v = (a.reshape(len(a), -1).astype(np.float64) for a in (m, s, v))
-    empty = f.reshape(len(f), -1)[:, 0]
-    target = np.isnan(m) | empty[:, None]
-    if not target[lo:hi].any():
-        return _stacked(m[lo:hi], s[lo:hi], axis, tile)
+def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, inside):
+    """One block, ``[2, own frames, ...]`` (mean, std); ``y`` and ``empty`` start ``offset`` frames before it."""
+    tile = mean.shape[1:]
+    m, s = (a.reshape(len(a), -1).astype(np.float64) for a in (mean, std))
+    v = y.reshape(len(y), -1).astype(np.float64)
+    own = np.asarray(empty, dtype=bool)[offset:offset + len(m)]
+    target = np.isnan(m) | own[:, None]
+    if not target.any():
+        return _stacked(m, s, tile)
     stats = stats()
-    ranges = [range(*info["array-location"][i]) for i in range(mean.ndim) if i != axis]
-    idx = np.ravel_multi_index(np.meshgrid(*ranges, indexing="ij"), points).ravel()
-    observed = np.isfinite(v)
-    value = np.where(observed, v, m)
-    usable = np.isfinite(value) & ~empty[:, None]
-    noise = np.where(observed, 0.0, s**2)
-    out_m, out_s = m[lo:hi].copy(), s[lo:hi].copy()
-    for t in np.flatnonzero(target[lo:hi].any(1)) + lo:
-        p = np.flatnonzero(target[t])
-        sides = [_nearest(usable[:, p], t, step) for step in (-1, 1)]
+    idx = np.asarray(index).ravel()
+    usable = np.isfinite(v)  # observed values only: what the other blocks predicted is not read
+    noise = np.zeros_like(v)
+    out_m, out_s = m.copy(), s.copy()
+    for t in np.flatnonzero(target.any(1)):
+        p, at = np.flatnonzero(target[t]), t + offset
+        sides = [_nearest(usable[:, p], at, step) for step in (-1, 1)]
         if fill == "gaps":  # no value on either side: the network's prediction, if it made one
             gamma = stats.spread[idx[p]] ** 2 * stats.variogram[:, None]
-            mu, var = _kriged(t, *sides, value[:, p], noise[:, p], gamma)
+            mu, var = _kriged(at, *sides, v[:, p], noise[:, p], gamma)
             mu, var = np.where(np.isnan(mu), m[t, p], mu), np.where(np.isnan(var), s[t, p] ** 2, var)
             var = np.where(np.isnan(mu), np.nan, var)
         else:
-            mu, var = _conditional(t, *sides, value[:, p], noise[:, p], stats.spread[idx[p]] ** 2, stats.rho)
-        out_m[t - lo, p], out_s[t - lo, p] = mu, np.sqrt(var)
+            mu, var = _conditional(at, *sides, v[:, p], noise[:, p], stats.spread[idx[p]] ** 2, stats.rho)
+        out_m[t, p], out_s[t, p] = mu, np.sqrt(var)
     if fill == "gaps" and np.isnan(out_m[:, slice(None) if inside is None else inside[idx]]).any():
         warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)
-    return _stacked(out_m, out_s, axis, tile)
+    return _stacked(out_m, out_s, tile)
 
 
-def _stacked(m: np.ndarray, s: np.ndarray, axis: int, tile: tuple) -> np.ndarray:
+def _stacked(m: np.ndarray, s: np.ndarray, tile: tuple) -> np.ndarray:
     """``[frames, points]`` mean and std back to the block's shape, as ``[2, ...]`` float32."""
-    back = [np.moveaxis(a.reshape(len(a), *tile), 0, axis) for a in (m, s)]
-    return np.stack(back).astype(np.float32)
+    return np.stack([m.reshape(len(m), *tile), s.reshape(len(s), *tile)]).astype(np.float32)
 
 
 def _nearest(usable: np.ndarray, t: int, step: int) -> np.ndarray:

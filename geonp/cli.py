@@ -219,12 +219,16 @@ _COMMANDS = {"infill": _infill, "forecast": _forecast, "fit": _fit, "demo": _dem
 def _one_line_warnings(command: str):
     """Show warnings as one line ``geonp: warning: ...`` on stderr while a command runs; Python's own after it.
 
-    No file, line number or source line; fix hints in the CLI's syntax (:func:`cli_hints`).
+    No file, line number or source line; fix hints in the CLI's syntax (:func:`cli_hints`). Each text
+    once: raised in dask's threads, one per block, a chunked infill printed the same line 11 times.
     """
+    shown: set[str] = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         text = cli_hints(" ".join(str(message).split()), command)
-        print(f"geonp: warning: {text}", file=sys.stderr if file is None else file)
+        if text not in shown:
+            shown.add(text)
+            print(f"geonp: warning: {text}", file=sys.stderr if file is None else file)
 
     with warnings.catch_warnings():
         warnings.showwarning = show

@@ -143,18 +143,23 @@ def keep_diurnal(y: xr.DataArray, time_dim: str, inits: np.ndarray, leads: np.nd
         missing = missing.where(y[DOMAIN_COORD])
     share = float(missing.mean())
     if auto and share > MAX_MISSING_REFERENCE:
-        warn_user(f"{share:.1%} of the values y(valid - 24 h) a diurnal reference would add back are missing (with "
+        warn_user(f"{_share(share)} of the values y(valid - 24 h) a diurnal reference would add back are missing (with "
                   f"no value within {INTERPOLATE_FRAMES} frames or {FALLBACK_DAYS} days before to stand in), so "
                   "reference='auto' forecasts the variable itself (reference='none') and every point gets a "
                   "forecast. Pass reference='diurnal' for departures from the same hour a day earlier (NaN where "
                   "that value is missing), or fill the gaps first (ds.np.infill).", MissingReferenceWarning)
         return "none", 0
     if share > 0:
-        warn_user(f"{share:.1%} of the values y(valid - 24 h) the diurnal reference adds back are missing (with "
+        warn_user(f"{_share(share)} of the values y(valid - 24 h) the diurnal reference adds back are missing (with "
                   f"no value within {INTERPOLATE_FRAMES} frames or {FALLBACK_DAYS} days before to stand in): the "
                   "forecast (mean and std) is NaN there. Fill the gaps first (ds.np.infill) or pass "
                   "reference='none'.", MissingReferenceWarning)
     return "diurnal", int(lag)
+
+
+def _share(share: float) -> str:
+    """A share as a percentage that is never rounded to 0 % (one NaN of many thousand values read "0.0%")."""
+    return f"{share:.1%}" if share == 0 or share >= 0.0005 else "<0.1%"
 
 
 def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:

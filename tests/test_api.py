@@ -789,23 +789,42 @@ def test_standardise_small_context_takes_the_data_scale():
 
 def test_a_frame_without_context_is_kriged_from_the_frames_either_side():
     """A frame missing everywhere, predicted alone (time_window=0): NaN before; now kriged along time."""
-    ds, _ = field(times=4)
+    ds, truth = field(times=4)
+    ds["t2m"][2] = truth[2]  # observed whole
     ds["t2m"][3] = np.nan  # the last frame is missing everywhere: one side only, frame 2
     with warnings.catch_warnings():
         warnings.simplefilter("error", geonp.NoContextWarning)
         out = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
     assert np.isfinite(out.t2m_mean).all() and np.isfinite(out.t2m_std).all()
-    filled_before = out.t2m_filled[2]  # its observations, and the infill's mean where it has none
-    np.testing.assert_allclose(out.t2m_mean[3], filled_before, rtol=0, atol=1e-3)  # one side: weight 1
-    assert (out.t2m_std[3] > out.t2m_std[2].where(ds.t2m[2].isnull(), 0.0)).all()  # and the std grows with the lag
-    ds["t2m"][2] = np.nan  # two frames now: frame 3 lies 2 frames from the data, frame 2 one
+    np.testing.assert_allclose(out.t2m_mean[3], truth[2], rtol=0, atol=1e-3)  # one side: weight 1
+    ds["t2m"][2] = np.nan  # two frames now: frame 3 lies 2 frames from each point's last observation or more
     far = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)
-    np.testing.assert_allclose(far.t2m_mean[3], far.t2m_mean[2], rtol=0, atol=1e-3)
-    assert (far.t2m_std[3] >= far.t2m_std[2]).all() and np.isfinite(far.t2m_std).all()
+    ok = ds.t2m[1].notnull()  # observed in frame 1: 1 and 2 frames from it
+    np.testing.assert_allclose(far.t2m_mean[3].where(ok), ds.t2m[1].where(ok), rtol=0, atol=1e-3)
+    assert (far.t2m_std[3].where(ok, 1) >= far.t2m_std[2].where(ok, 0)).all()  # the std grows with the lag
+
+
+def test_a_region_of_a_bridged_infill_runs_only_its_own_blocks(monkeypatch):
+    """The bridge read the other blocks' means: a region of 6 frames ran 8 times the blocks (to_zarr: 1600 for 200)."""
+    import geonp.chunked
+
+    ds, _ = field(times=28, keep=1.0)
+    ds["t2m"][[5, 12, 20]] = np.nan  # frames missing whole, in three of the four regions
+    calls = []
+    real = geonp.chunked.infill_block
+    monkeypatch.setattr(geonp.chunked, "infill_block", lambda *a, **k: calls.append(1) or real(*a, **k))
+    lazy = ds.np.infill("t2m", time_window=0, chunks={"time": 7}, calibrate=False)
+    region = lazy.t2m_mean.isel(time=slice(7, 14)).compute()
+    one = len(calls)
+    calls.clear()
+    whole = lazy.t2m_mean.compute()
+    assert one > 0 and 4 * one == len(calls)
+    np.testing.assert_array_equal(region.values, whole.values[7:14])
+    assert np.isfinite(whole.values).all()
 
 
 def test_frames_beyond_the_reach_of_the_bridge_are_nan_with_a_warning():
-    ds, _ = field(times=12)
+    ds, _ = field(times=12, keep=1.0)
     ds["t2m"][:10] = np.nan  # frames 0 and 1 lie more than bridge.MAX_GAP frames from frame 10
     with pytest.warns(geonp.NoContextWarning, match="no observation within their window.*time_window="):
         out = ds.np.infill("t2m", model="te-pt-tnp", time_window=0)

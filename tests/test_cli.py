@@ -916,3 +916,27 @@ def test_cli__warnings_name_cli_options_and_a_full_disk_says_the_write_resumes(n
     err = capsys.readouterr().err
     assert "geonp: warning: Widen --time-window (or --halo) to predict them." in err
     assert "geonp: error: No space left on device: " in err and "resumes when the same command is run again" in err
+
+
+def test_cli__a_warning_raised_by_every_block_prints_once(nc, tmp_path, monkeypatch, capsys):
+    """Raised in dask's threads, one per block, a chunked infill printed the same line 11 times."""
+    import threading
+    import warnings
+
+    def warning_infill(*a, **kw):
+        def warn():
+            warnings.warn("Some frames have no observation.", UserWarning, stacklevel=1)
+
+        threads = [threading.Thread(target=warn) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        warnings.warn("Another text.", UserWarning, stacklevel=1)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr("geonp.api.infill", warning_infill)
+    assert main(["infill", str(nc), "--out", str(tmp_path / "o.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("geonp: warning: Some frames have no observation.") == 1
+    assert err.count("geonp: warning: Another text.") == 1

@@ -561,3 +561,10 @@ def test_a_departure_takes_its_missing_earlier_value_from_the_points_values_arou
     v2[4:12, 0] = np.nan  # no value after: the frame before stands in only one frame on
     g = short_gaps_filled(xr.DataArray(v2, dims=("time", "p")), "time").values[:, 0]
     assert g[4] == 3.0 and np.isnan(g[5:]).all()
+
+
+def test_a_tiny_missing_share_is_not_printed_as_zero():
+    """One NaN among many thousand values read "0.0% of the values ... are missing" (a new-user report)."""
+    from geonp.reference import _share
+
+    assert [_share(s) for s in (0.0, 0.0001, 0.0005, 0.071)] == ["0.0%", "<0.1%", "0.1%", "7.1%"]
