@@ -4,8 +4,12 @@ A frame with no observation anywhere gets from the network either nothing (``tim
 automatic window of smooth daily grids: NaN) or a guess from the frames around it with a std
 calibrated on gaps inside observed frames, far too wide (Irish daily wind: 6.6 knots for errors of
 3.9). Such frames, and any point the network left without a prediction, are bridged from the point's
-values in the nearest frames that hold one (observed, or the infill's mean with its variance ``e``),
-up to :data:`MAX_GAP` frames away on each side, ``a`` frames before and ``b`` after:
+observations in the nearest frames where it is observed, up to :data:`MAX_GAP` frames away on each
+side, ``a`` frames before and ``b`` after. Only observations: the infill's means of other frames
+would tie each block of the output to the blocks around it, and ``geonp.to_zarr``, computing region
+by region, ran the prediction's blocks up to 8 times (``e``, the variance of a value that is not an
+observation, is then 0; a smooth synthetic grid with 20 % of its values missing: RMSE 1.21 -> 1.27
+for its frames missing whole).
 
 - departures from each point's annual cycle (``fill="frames"``, long records), whose mean is 0: the
   Gaussian conditional (simple kriging) with ``rho(k)`` the correlation of departures ``k`` frames
@@ -34,6 +38,7 @@ import numpy as np
 
 from .errors import NO_CONTEXT_MESSAGE, NoContextWarning, warn_user
 from .memo import ProcessMemo
+from .tiling import window_task
 
 __all__ = ["MAX_GAP", "FrameStats", "frame_stats", "bridge_empty"]
 
@@ -132,29 +137,50 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
         return mean, std
     mean0, std0 = da.moveaxis(mean, time_axis, 0), da.moveaxis(std, time_axis, 0)
     y0 = np.moveaxis(np.asarray(y), time_axis, 0) if not isinstance(y, da.Array) else da.moveaxis(y, time_axis, 0)
-    y0 = da.asarray(y0)
     space = mean0.chunks[1:]
     points = mean0.shape[1:]
-    empty = ~da.isfinite(y0).any(axis=tuple(range(1, y0.ndim)))
+    y0 = da.asarray(y0)
     key, flat = _stats_input(y0, 0, fill == "gaps")
     # one node of the graph holds the (uncomputed) input's graph; each block gets it as data and measures the
     # statistics only if it has something to bridge
     stats = dask.delayed(functools.partial(_stats_once, key, flat, fill == "gaps"), pure=True, traverse=False)
-    index = da.arange(int(np.prod(points)), chunks=-1).reshape(points).rechunk(space)
-    sp = "".join(chr(ord("i") + k) for k in range(len(points)))
-    parts, start = [], 0
-    for size in mean0.chunks[0]:
+    index = np.arange(int(np.prod(points))).reshape(points)
+    means, stds = mean0.to_delayed(optimize_graph=False), std0.to_delayed(optimize_graph=False)
+    edges = [np.cumsum((0, *c)) for c in space]
+    tiles = list(np.ndindex(*[len(c) for c in space]))
+    blocks = np.empty((len(mean0.chunks[0]), *[len(c) for c in space]), dtype=object)
+    start = 0
+    for i, size in enumerate(mean0.chunks[0]):
         stop = start + size
         lo, hi = max(0, start - MAX_GAP), min(n_t, stop + MAX_GAP)
-        window = y0[lo:hi].rechunk((hi - lo, *space))
-        parts.append(da.blockwise(
-            _bridge_block, "c" + "t" + sp, mean0[start:stop], "t" + sp, std0[start:stop], "t" + sp, window, "s" + sp,
-            empty[lo:hi].rechunk(hi - lo), "s", index, sp, new_axes={"c": 2}, concatenate=True, dtype=np.float32,
-            offset=start - lo, stats=stats, fill=fill, inside=inside))
+        cuts = [tuple(slice(int(e[k]), int(e[k + 1])) for e, k in zip(edges, tile)) for tile in tiles]
+        # the input's windows as tasks on its chunks' own keys (read once, with the prediction's reads:
+        # geonp.tiling.window_task); the frames missing whole from every tile's window
+        windows = [window_task(y0[(slice(lo, hi), *cut)]) for cut in cuts]
+        empty = dask.delayed(_missing_whole, pure=True)(windows)
+        for tile, cut, window in zip(tiles, cuts, windows):
+            out = dask.delayed(_bridge_block, pure=True)(
+                means[(i, *tile)], stds[(i, *tile)], window, empty, index[cut], offset=start - lo, stats=stats,
+                fill=fill, inside=inside)
+            shape = (2, size, *[c.stop - c.start for c in cut])
+            blocks[(i, *tile)] = da.from_delayed(out, shape=shape, dtype=np.float32)
         start = stop
-    out = da.concatenate(parts, axis=1)
+    out = da.block(_nest(blocks))
     return (da.moveaxis(out[0], 0, time_axis).astype(mean.dtype),
             da.moveaxis(out[1], 0, time_axis).astype(std.dtype))
+
+
+def _nest(blocks) -> list:
+    """An object array of ``[2, ...]`` dask arrays as nested lists for :func:`dask.array.block`."""
+    return [_nest(b) for b in blocks] if isinstance(blocks, np.ndarray) else blocks
+
+
+def _missing_whole(windows: list) -> np.ndarray:
+    """``[frames]`` booleans: the frames without an observation in any of the tiles' ``windows``."""
+    seen = np.zeros(len(windows[0]), dtype=bool)
+    for w in windows:
+        seen |= np.isfinite(w.reshape(len(w), -1)).any(1)
+    return ~seen
 
 
 def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, inside):
