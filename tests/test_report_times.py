@@ -56,3 +56,15 @@ def test_the_hint_of_an_irregular_axis_is_a_frequency_pandas_reads_exactly():
             ds.np.forecast("t", hours=3)
     fixed = ds.resample(time="1h").mean()  # the fix it names: one frame an hour, every station in it
     assert fixed.sizes["time"] == 48 and int(fixed.t.isnull().sum()) == 0
+
+
+def test_opening_a_station_csv_with_mixed_report_minutes_says_so(tmp_path):
+    """open_dataset of such a CSV was silent; the warning came only at infill or forecast."""
+    ds = _stations(offset_stations=(5,), times=6)
+    frame = ds.t.to_dataframe().dropna().reset_index()
+    frame["lat"], frame["lon"] = ds.lat.values[[int(s[1:]) for s in frame.station]], -3.0
+    path = tmp_path / "st.csv"
+    frame.to_csv(path, index=False)
+    with pytest.warns(geonp.MixedTimesWarning, match=r"\(S05\)"):
+        opened = geonp.open_dataset(path)
+    assert opened.sizes["time"] == 12

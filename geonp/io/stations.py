@@ -17,6 +17,7 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import CRSError, DataFormatError, warn_user
+from ..report_times import warn_mixed_times
 from .crs import write_crs
 
 __all__ = ["open_csv"]
@@ -121,6 +122,8 @@ def open_csv(path: Path, *, chunks: Any = None, crs: pyproj.CRS | None = None, d
         _check_times(df["_time"], column, path)
     _warn_sentinels(df, _data_columns(df, found), path)
     ds = _station_table_to_dataset(df, found, path)
+    if "time" in ds.dims and ds.data_vars:  # stations reporting at :20 among others at :00: said on opening
+        warn_mixed_times(ds[next(iter(ds.data_vars))], "time")
     if crs is not None:
         ds = write_crs(ds, crs)
     return ds if chunks is None else ds.chunk(chunks)
