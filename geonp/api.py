@@ -288,8 +288,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         trend_w = dask.array.from_delayed(dask.delayed(calibrate_input.trend_weights, pure=True)(calibration, leads),
                                           shape=(len(leads),), dtype=np.float64)
     if trend_w is not None:
-        out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w,
-                                         ref_change)
+        out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w, ref_change)
     if kind == "diurnal":  # leads beyond a day add the forecast of a day earlier
         out[name], out[sd] = references.chain_days(out[name], out[sd], lag)
     if problem.norm.nonnegative:  # rain, wind speed: no mean below every value of the history (NaN stays NaN)

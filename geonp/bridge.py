@@ -7,16 +7,15 @@ calibrated on gaps inside observed frames, far too wide (Irish daily wind: 6.6 k
 observations in the nearest frames where it is observed, up to :data:`MAX_GAP` frames away on each
 side, ``a`` frames before and ``b`` after. Only observations: the infill's means of other frames
 would tie each block of the output to the blocks around it, and ``geonp.to_zarr``, computing region
-by region, ran the prediction's blocks up to 8 times (``e``, the variance of a value that is not an
-observation, is then 0; a smooth synthetic grid with 20 % of its values missing: RMSE 1.21 -> 1.27
-for its frames missing whole).
+by region, ran the prediction's blocks up to 8 times (a smooth synthetic grid with 20 % of its values
+missing paid for it: RMSE 1.21 -> 1.27 for its frames missing whole).
 
 - departures from each point's annual cycle (``fill="frames"``, long records), whose mean is 0: the
   Gaussian conditional (simple kriging) with ``rho(k)`` the correlation of departures ``k`` frames
   apart (pooled over the points) and ``s_p`` the point's spread,
 
       mean = c' S^-1 v,   var = s_p^2 - c' S^-1 c,
-      c = s_p^2 [rho(a), rho(b)],   S = s_p^2 [[1, rho(a + b)], [rho(a + b), 1]] + diag(e_a, e_b);
+      c = s_p^2 [rho(a), rho(b)],   S = s_p^2 [[1, rho(a + b)], [rho(a + b), 1]];
 
   with no value on either side, the prior (0, ``s_p``). Irish daily wind, 45 days missing at every
   station: RMSE 4.13 -> 3.89 knots, the std 6.8 -> 3.9 (docs/benchmarks.md, "Days missing at every point").
@@ -53,10 +52,8 @@ _BLOCK_VALUES = 1 << 22
 class FrameStats(NamedTuple):
     """What the bridge needs from the values, measured on the whole input."""
 
-    empty: np.ndarray  #: ``[time]`` frames without an observation anywhere
     spread: np.ndarray  #: ``[points]`` each point's spread (RMS departure, shrunk towards the pooled one)
     rho: np.ndarray  #: ``[2 MAX_GAP + 1]`` pooled correlation of departures 0 .. 2 MAX_GAP frames apart
-    level: np.ndarray  #: ``[points]`` what departures are taken from: 0, or each point's mean (``centre=True``)
     variogram: np.ndarray  #: ``[2 MAX_GAP + 1]`` pooled semivariogram 0 .. 2 MAX_GAP frames apart, over the variance
 
 
@@ -78,14 +75,13 @@ def frame_stats(y: np.ndarray, max_lag: int = 2 * MAX_GAP, centre: bool = False)
             total += np.nansum(v, 0)
             seen += np.isfinite(v).sum(0)
         level = np.where(seen > 0, total / np.maximum(seen, 1.0), total.sum() / max(seen.sum(), 1.0))
-    count, total, seen = np.zeros(n_t, dtype=np.int64), np.zeros(n_p), np.zeros(n_p)
+    total, seen = np.zeros(n_p), np.zeros(n_p)
     lag_sum, lag_n, diff_sum = np.zeros(max_lag + 1), np.zeros(max_lag + 1), np.zeros(max_lag + 1)
     for start in range(0, n_t, block):
         v = _read(y, start, start + block + max_lag) - level
         own = min(block, n_t - start)
         ok = np.isfinite(v)
         v = np.where(ok, v, 0.0)
-        count[start:start + own] = ok[:own].sum(1)
         total += (v[:own] ** 2).sum(0)
         seen += ok[:own].sum(0)
         for k in range(max_lag + 1):  # pairs whose first frame is one of this block's own
@@ -93,7 +89,7 @@ def frame_stats(y: np.ndarray, max_lag: int = 2 * MAX_GAP, centre: bool = False)
             pair = ok[:n] & ok[k:k + n]
             lag_sum[k] += float((v[:n] * v[k:k + n]).sum())
             lag_n[k] += float(pair.sum())
-            diff_sum[k] += float(np.where(pair, v[k:k + n] - v[:n], 0.0).__pow__(2).sum())
+            diff_sum[k] += float((np.where(pair, v[k:k + n] - v[:n], 0.0) ** 2).sum())
     # each point's spread, shrunk towards the pooled one; the correlation pools the points' products
     pooled = total.sum() / max(seen.sum(), 1.0)
     spread2 = (total + _SPREAD_PRIOR * pooled) / (seen + _SPREAD_PRIOR)
@@ -102,7 +98,7 @@ def frame_stats(y: np.ndarray, max_lag: int = 2 * MAX_GAP, centre: bool = False)
     rho[0] = 1.0
     variogram = np.where(lag_n > 0, diff_sum / np.maximum(2.0 * lag_n, 1.0), np.nan) / max(pooled, 1e-300)
     variogram = np.fmax.accumulate(np.nan_to_num(variogram, nan=0.0))  # never less than at a shorter lag
-    return FrameStats(count == 0, np.sqrt(spread2), np.clip(rho, -1.0, 1.0), level, variogram)
+    return FrameStats(np.sqrt(spread2), np.clip(rho, -1.0, 1.0), variogram)
 
 
 def _read(y, lo: int, hi: int) -> np.ndarray:
@@ -140,7 +136,7 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
     space = mean0.chunks[1:]
     points = mean0.shape[1:]
     y0 = da.asarray(y0)
-    key, flat = _stats_input(y0, 0, fill == "gaps")
+    key, flat = _stats_input(y0, fill == "gaps")
     # one node of the graph holds the (uncomputed) input's graph; each block gets it as data and measures the
     # statistics only if it has something to bridge
     stats = dask.delayed(functools.partial(_stats_once, key, flat, fill == "gaps"), pure=True, traverse=False)
@@ -154,14 +150,16 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
         stop = start + size
         lo, hi = max(0, start - MAX_GAP), min(n_t, stop + MAX_GAP)
         cuts = [tuple(slice(int(e[k]), int(e[k + 1])) for e, k in zip(edges, tile)) for tile in tiles]
-        # the input's windows as tasks on its chunks' own keys (read once, with the prediction's reads:
-        # geonp.tiling.window_task); the frames missing whole from every tile's window
-        windows = [window_task(y0[(slice(lo, hi), *cut)]) for cut in cuts]
-        empty = dask.delayed(_missing_whole, pure=True)(windows)
-        for tile, cut, window in zip(tiles, cuts, windows):
+        # the frames missing whole, from a flag per frame of each of the input's chunks (never the whole frames
+        # at once); the windows as tasks on the chunks' own keys (read once, with the prediction's reads:
+        # geonp.tiling.window_task)
+        pieces = y0[lo:hi].to_delayed(optimize_graph=False)
+        empty = dask.delayed(_missing_whole, pure=True)(
+            [[dask.delayed(_seen, pure=True)(p) for p in np.ravel(row)] for row in pieces])
+        for tile, cut in zip(tiles, cuts):
             out = dask.delayed(_bridge_block, pure=True)(
-                means[(i, *tile)], stds[(i, *tile)], window, empty, index[cut], offset=start - lo, stats=stats,
-                fill=fill, inside=inside)
+                means[(i, *tile)], stds[(i, *tile)], window_task(y0[(slice(lo, hi), *cut)]), empty, index[cut],
+                offset=start - lo, stats=stats, fill=fill, inside=inside)
             shape = (2, size, *[c.stop - c.start for c in cut])
             blocks[(i, *tile)] = da.from_delayed(out, shape=shape, dtype=np.float32)
         start = stop
@@ -175,12 +173,14 @@ def _nest(blocks) -> list:
     return [_nest(b) for b in blocks] if isinstance(blocks, np.ndarray) else blocks
 
 
-def _missing_whole(windows: list) -> np.ndarray:
-    """``[frames]`` booleans: the frames without an observation in any of the tiles' ``windows``."""
-    seen = np.zeros(len(windows[0]), dtype=bool)
-    for w in windows:
-        seen |= np.isfinite(w.reshape(len(w), -1)).any(1)
-    return ~seen
+def _seen(block: np.ndarray) -> np.ndarray:
+    """``[frames]`` booleans: the frames of one chunk of the input with an observation."""
+    return np.isfinite(block.reshape(len(block), -1)).any(1)
+
+
+def _missing_whole(seen: list) -> np.ndarray:
+    """``[frames]`` booleans from :func:`_seen` by time chunk (rows) and space chunk: no observation anywhere."""
+    return ~np.concatenate([np.logical_or.reduce(row) for row in seen])
 
 
 def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, inside):
@@ -195,18 +195,17 @@ def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, 
     stats = stats()
     idx = np.asarray(index).ravel()
     usable = np.isfinite(v)  # observed values only: what the other blocks predicted is not read
-    noise = np.zeros_like(v)
     out_m, out_s = m.copy(), s.copy()
     for t in np.flatnonzero(target.any(1)):
         p, at = np.flatnonzero(target[t]), t + offset
         sides = [_nearest(usable[:, p], at, step) for step in (-1, 1)]
         if fill == "gaps":  # no value on either side: the network's prediction, if it made one
             gamma = stats.spread[idx[p]] ** 2 * stats.variogram[:, None]
-            mu, var = _kriged(at, *sides, v[:, p], noise[:, p], gamma)
+            mu, var = _kriged(at, *sides, v[:, p], gamma)
             mu, var = np.where(np.isnan(mu), m[t, p], mu), np.where(np.isnan(var), s[t, p] ** 2, var)
             var = np.where(np.isnan(mu), np.nan, var)
         else:
-            mu, var = _conditional(at, *sides, v[:, p], noise[:, p], stats.spread[idx[p]] ** 2, stats.rho)
+            mu, var = _conditional(at, *sides, v[:, p], stats.spread[idx[p]] ** 2, stats.rho)
         out_m[t, p], out_s[t, p] = mu, np.sqrt(var)
     if fill == "gaps" and np.isnan(out_m[:, slice(None) if inside is None else inside[idx]]).any():
         warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)
@@ -229,32 +228,28 @@ def _nearest(usable: np.ndarray, t: int, step: int) -> np.ndarray:
     return lag
 
 
-def _conditional(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray, noise: np.ndarray, s2: np.ndarray,
+def _conditional(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray, s2: np.ndarray,
                  rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and variance of departures at frame ``t``, ``a`` frames after a value and ``b`` before one (0: none).
 
-    ``value`` and ``noise``: ``[frames, points]``, the departures and their variances (0 where observed).
+    ``value``: ``[frames, points]``, the observed departures.
     """
     col = np.arange(value.shape[1])
     ra, rb = np.where(a > 0, rho[a], 0.0), np.where(b > 0, rho[b], 0.0)
     rab = np.where((a > 0) & (b > 0), rho[np.minimum(a + b, len(rho) - 1)], 0.0)
     before, after = np.clip(t - a, 0, len(value) - 1), np.clip(t + b, 0, len(value) - 1)
     va, vb = np.where(a > 0, value[before, col], 0.0), np.where(b > 0, value[after, col], 0.0)
-    s11 = np.where(a > 0, s2 + noise[before, col], 1.0)  # a side that is missing: weight 0
-    s22 = np.where(b > 0, s2 + noise[after, col], 1.0)
+    s11, s22 = np.where(a > 0, s2, 1.0), np.where(b > 0, s2, 1.0)  # a side that is missing: weight 0
     s12, c1, c2 = rab * s2, ra * s2, rb * s2
     det = s11 * s22 - s12**2
     w1, w2 = (c1 * s22 - c2 * s12) / det, (c2 * s11 - c1 * s12) / det
     return w1 * va + w2 * vb, np.maximum(s2 - (w1 * c1 + w2 * c2), 1e-3 * s2)
 
 
-def _stats_input(y: da.Array, time_axis: int, centre: bool) -> tuple[str, da.Array]:
-    """The key of ``y``'s statistics and ``y`` as ``[time, points]``."""
-    key = dask.base.tokenize("geonp-bridge", y, time_axis, centre)
-    flat = da.moveaxis(y, time_axis, 0)
-    flat = flat.reshape(flat.shape[0], -1, merge_chunks=True) if flat.ndim > 2 else flat.reshape(-1, 1) \
-        if flat.ndim == 1 else flat
-    return key, flat
+def _stats_input(y: da.Array, centre: bool) -> tuple[str, da.Array]:
+    """The key of the statistics of ``y`` (time first) and ``y`` as ``[time, points]``."""
+    key = dask.base.tokenize("geonp-bridge", y, centre)
+    return key, y.reshape(y.shape[0], -1, merge_chunks=True) if y.ndim != 2 else y
 
 
 _STATS = ProcessMemo()
@@ -269,7 +264,7 @@ def _stats_once(key: str, y: da.Array, centre: bool) -> FrameStats:
     return _STATS.get(key, measure)
 
 
-def _kriged(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray, noise: np.ndarray,
+def _kriged(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray,
             gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ordinary kriging along time of frame ``t`` from the values ``a`` frames before and ``b`` after (0: none).
 
@@ -278,15 +273,13 @@ def _kriged(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray, noise: np.n
     """
     col = np.arange(value.shape[1])
     before, after = np.clip(t - a, 0, len(value) - 1), np.clip(t + b, 0, len(value) - 1)
-    ga, gb = gamma[a, col], gamma[b, col]
+    ga, gb = np.where(a > 0, gamma[a, col], 0.0), np.where(b > 0, gamma[b, col], 0.0)
     gab = gamma[np.minimum(a + b, len(gamma) - 1), col]
-    ea, eb = np.where(a > 0, noise[before, col], 0.0), np.where(b > 0, noise[after, col], 0.0)
     both = (a > 0) & (b > 0)
-    wa = np.where(both, (gab + eb - ga + gb) / np.maximum(2 * gab + ea + eb, 1e-300), (a > 0).astype(float))
+    wa = np.where(both, (gab - ga + gb) / np.maximum(2 * gab, 1e-300), (a > 0).astype(float))
     wa = np.clip(wa, 0.0, 1.0)
     wb = 1.0 - wa
     mean = np.where(a > 0, wa * value[before, col], 0.0) + np.where(b > 0, wb * value[after, col], 0.0)
-    ga, gb = np.where(a > 0, ga, 0.0), np.where(b > 0, gb, 0.0)
-    var = 2 * wa * ga + 2 * wb * gb - 2 * wa * wb * gab + wa**2 * ea + wb**2 * eb
+    var = 2 * wa * ga + 2 * wb * gb - 2 * wa * wb * gab
     none = (a == 0) & (b == 0)
     return np.where(none, np.nan, mean), np.where(none, np.nan, np.maximum(var, 1e-12))

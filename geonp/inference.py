@@ -141,7 +141,8 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, war
     ``places[i]``: where task ``i``'s targets go, as ``(output row, slice of its targets)``
     pairs; by default task ``i`` fills row ``i``. ``floors[i]`` (optional): the least std of task
     ``i``'s targets (:func:`_far_floors`). ``warn=False``: no :class:`NoContextWarning` for tasks
-    without context (an infill of departures fills them after: :mod:`geonp.departures`).
+    without context (an infill with a time axis bridges them after, and warns of what it cannot:
+    :mod:`geonp.bridge`).
     """
     places = places or [[(i, slice(None))] for i in range(len(tasks))]
     out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)

@@ -177,27 +177,39 @@ def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:
     return ds.assign({var: d})
 
 
-def short_gaps_filled(y: xr.DataArray, time_dim: str, frames: int = INTERPOLATE_FRAMES) -> xr.DataArray:
+def short_gaps_filled(y: xr.DataArray, time_dim: str) -> xr.DataArray:
     """``y`` with each missing value interpolated linearly in time between its point's nearest values.
 
-    Both within ``frames`` frames, or the value one frame before alone (as :func:`reference_values`
-    does for the values a forecast adds back). Lazy when ``y`` is dask-backed; a record without gaps
-    comes back unchanged.
+    Both within :data:`INTERPOLATE_FRAMES` frames, or the value one frame before alone
+    (:func:`_interpolated`, as :func:`reference_values` does for the values a forecast adds back).
+    Lazy when ``y`` is dask-backed; a record without gaps comes back unchanged.
     """
     if isinstance(y.data, np.ndarray) and not y.isnull().any():
         return y
+    value, _ = _interpolated(lambda k: y.shift({time_dim: -k}), y)  # shift(-k): the value k frames on
+    return y.where(y.notnull(), value).astype(y.dtype)
+
+
+def _interpolated(at, like: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    """Linear interpolation in time from ``at(k)``, each point's values ``k`` frames away (NaN: none to use).
+
+    Between the nearest values before and after, both within :data:`INTERPOLATE_FRAMES` frames, ``a``
+    before and ``b`` after: their variance is a random walk's bridge, ``a b / (a + b)`` frames of change;
+    or the value one frame before alone (1 frame). Returns the values (NaN where neither) and that
+    variance in frames, on the dims of ``like``.
+    """
     sides = []
-    for step in (1, -1):  # shift by +j: the value j frames before
-        value, dist = xr.full_like(y, np.nan), xr.zeros_like(y, dtype=np.int16)
-        for j in range(1, frames + 1):
-            v = y.shift({time_dim: step * j})
+    for step in (-1, 1):
+        value, dist = xr.full_like(like, np.nan, dtype=np.float64), xr.zeros_like(like, dtype=np.int16)
+        for j in range(1, INTERPOLATE_FRAMES + 1):
+            v = at(step * j)
             found = value.isnull() & v.notnull()
             value, dist = value.where(~found, v), dist.where(~found, j)
         sides.append((value, dist))
     (before, b), (after, a) = sides
-    both = y.isnull() & before.notnull() & after.notnull()
-    out = y.where(~both, (before * a + after * b) / (a + b).where(both))
-    return out.where(~(out.isnull() & before.notnull() & (b == 1)), before).astype(y.dtype)
+    both = before.notnull() & after.notnull()
+    value = ((before * a + after * b) / (a + b).where(both)).where(both, before.where(b == 1))
+    return value, (a * b / (a + b).where(both)).where(both, 1.0)
 
 
 def cycle_departure(ds: xr.Dataset, var: str, time_dim: str, cycle: xr.DataArray) -> xr.Dataset:
@@ -243,22 +255,15 @@ def reference_values(y: xr.DataArray, time_dim: str, idx: xr.DataArray, lag: int
     ref = y.isel({time_dim: idx})
     extra = xr.zeros_like(ref, dtype=np.float32)
     latest = idx if latest is None else latest
-    sides = []
-    for step, limit in ((-1, None), (1, latest)):
-        value, dist = xr.full_like(ref, np.nan), xr.zeros_like(idx)
-        for j in range(1, INTERPOLATE_FRAMES + 1):
-            near = idx + step * j
-            ok = (near >= 0) & (near < y.sizes[time_dim]) & (True if limit is None else near <= limit)
-            v = y.isel({time_dim: near.clip(0, y.sizes[time_dim] - 1)}).where(ok)
-            found = value.isnull() & v.notnull()
-            value, dist = value.where(~found, v), dist.where(~found, j)
-        sides.append((value, dist.where(value.notnull(), 0)))
-    (before, b), (after, a) = sides
-    both = ref.isnull() & before.notnull() & after.notnull()
-    bridge = (before * a + after * b) / (a + b).where(both)
-    ref, extra = ref.where(~both, bridge), extra.where(~both, (a * b / (a + b).where(both) / lag))
-    next_to = ref.isnull() & before.notnull() & (b == 1)
-    ref, extra = ref.where(~next_to, before), extra.where(~next_to, 1.0 / lag)
+    n = y.sizes[time_dim]
+
+    def at(k: int) -> xr.DataArray:
+        near = idx + k
+        return y.isel({time_dim: near.clip(0, n - 1)}).where((near >= 0) & (near < n) & (near <= latest))
+
+    value, frames = _interpolated(at, ref)
+    fill = ref.isnull() & value.notnull()
+    ref, extra = ref.where(~fill, value), extra.where(~fill, frames / lag)
     for k in range(1, FALLBACK_DAYS + 1):
         back = idx - k * lag
         earlier = y.isel({time_dim: back.clip(min=0)}).where(back >= 0)

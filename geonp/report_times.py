@@ -16,17 +16,20 @@ import xarray as xr
 from .errors import MixedTimesWarning, warn_user
 from .timeaxis import freq_string, is_monthly, is_time, time_hours
 
-__all__ = ["warn_mixed_times", "DENSE_SHARE"]
+__all__ = ["warn_mixed_times", "DENSE_SHARE", "LAZY_VALUES"]
 
 #: frames holding at least this share of the fullest frame's values set the common step
 DENSE_SHARE = 0.5
+#: a lazy variable larger than this many values is not read for the check (mixed report times are a matter
+#: of station tables, small; a large lazy grid would be read whole when the call is made, not computed)
+LAZY_VALUES = 1 << 24
 
 
 def warn_mixed_times(y: xr.DataArray, time_dim: str) -> bool:
     """Warn (:class:`~geonp.errors.MixedTimesWarning`) when some times lie off the step of the well-observed ones.
 
-    Only an irregular time axis is looked at (counting the values of each frame reads the variable once).
-    Returns whether it warned.
+    Only an irregular time axis is looked at (counting the values of each frame reads the variable once),
+    and a lazy variable only up to :data:`LAZY_VALUES` values. Returns whether it warned.
     """
     times = y[time_dim].values
     if len(times) < 3 or not is_time(times) or is_monthly(times):
@@ -36,6 +39,8 @@ def warn_mixed_times(y: xr.DataArray, time_dim: str) -> bool:
     step = float(np.median(spacing))
     if step <= 0 or np.abs(spacing - step).max() <= 0.01 * step:
         return False  # regular: nothing to mix
+    if y.chunks is not None and y.size > LAZY_VALUES:
+        return False
     counts = np.asarray(y.notnull().sum([d for d in y.dims if d != time_dim]).values, dtype=np.int64)
     dense = counts >= DENSE_SHARE * max(int(counts.max()), 1)
     if dense.sum() < 2:

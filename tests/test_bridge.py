@@ -20,21 +20,24 @@ def _ar1(n_t=3000, n_p=40, rho=0.6, seed=0):
     return x * scale, scale
 
 
-def test_frame_stats_measure_persistence_spread_and_empty_frames(monkeypatch):
+def test_frame_stats_measure_persistence_spread_and_variogram(monkeypatch):
     y, scale = _ar1()
     y[[5, 6, 900]] = np.nan
     y[np.random.default_rng(1).random(y.shape) < 0.1] = np.nan
     stats = frame_stats(y)
-    assert np.flatnonzero(stats.empty).tolist() == [5, 6, 900]
     np.testing.assert_allclose(stats.rho[:4], [1.0, 0.6, 0.36, 0.216], atol=0.05)
+    np.testing.assert_allclose(stats.variogram[:4], [0.0, 0.4, 0.64, 0.784], atol=0.05)  # 1 - rho^k
     np.testing.assert_allclose(stats.spread, scale, rtol=0.1)  # each point's own spread
-    assert stats.rho.shape == (2 * MAX_GAP + 1,)
+    assert stats.rho.shape == stats.variogram.shape == (2 * MAX_GAP + 1,)
+    # the variable itself, each point's mean taken out first: the same statistics as its departures
+    centred = frame_stats(y + np.linspace(-50, 300, y.shape[1]), centre=True)
+    for a, b in zip(centred, stats):
+        np.testing.assert_allclose(a, b, rtol=0.02, atol=0.01)
     # streamed in blocks of frames (a long lazy record) or read whole: the same statistics
     monkeypatch.setattr(bridge, "_BLOCK_VALUES", 40 * 37)
     for streamed in (frame_stats(y), frame_stats(da.from_array(y, chunks=(100, 20)))):
-        np.testing.assert_array_equal(streamed.empty, stats.empty)
-        np.testing.assert_allclose(streamed.rho, stats.rho, rtol=1e-12)
-        np.testing.assert_allclose(streamed.spread, stats.spread, rtol=1e-12)
+        for a, b in zip(streamed, stats):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
 def _record(n_t=200, n_p=12, seed=0):

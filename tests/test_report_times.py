@@ -39,12 +39,16 @@ def test_stations_off_the_common_step_are_named_with_the_fix():
         ds.isel(time=slice(0, 24)).np.infill("t", calibrate=False)
 
 
-def test_regular_times_and_frames_missing_between_them_are_not_mixed():
+def test_regular_times_and_frames_missing_between_them_are_not_mixed(monkeypatch):
     ds = _stations()
     with warnings.catch_warnings():
         warnings.simplefilter("error", geonp.MixedTimesWarning)
         assert not warn_mixed_times(ds.t, "time")
         assert not warn_mixed_times(ds.t.isel(time=[0, 1, 2, 5, 6, 9, 10, 11]), "time")  # irregular, on the hour
+        monkeypatch.setattr("geonp.report_times.LAZY_VALUES", 100)  # a large lazy input is not read at call time
+        assert not warn_mixed_times(_stations(offset_stations=(3,)).t.chunk({"time": 8}), "time")
+    with pytest.warns(geonp.MixedTimesWarning):  # (in memory it is looked at)
+        assert warn_mixed_times(_stations(offset_stations=(3,)).t, "time")
 
 
 def test_the_hint_of_an_irregular_axis_is_a_frequency_pandas_reads_exactly():
