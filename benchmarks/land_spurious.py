@@ -14,7 +14,7 @@ where land and sea alternate), masked like the real-data benchmark (90 % random,
     python benchmarks/land_spurious.py --no-guard --name land-spurious-unguarded
 
 fits the land trend in every task, as the package did before its contrast test
-(:func:`geonp.trend.land_contrast`), and
+(:func:`geonp.trend.covariate_contrast`), and
 
     python benchmarks/land_spurious.py --shares --name land-contrast
 
@@ -64,10 +64,10 @@ def draw(ls_km: float, seed: int) -> np.ndarray:
 
 
 def contrast_shares(seeds) -> dict:
-    """``geonp.trend.land_contrast`` on whole frames: the 28 ERA5 eval frames and the GP draws, both masks."""
+    """``geonp.trend.covariate_contrast`` on whole frames: the 28 ERA5 eval frames and the GP draws, both masks."""
     from geonp.coastline import grid_land_fraction
     from geonp.surface import LAND_SMOOTH_CELLS
-    from geonp.trend import land_contrast, smooth_grid
+    from geonp.trend import covariate_contrast, smooth_grid
 
     lo, la = np.meshgrid(LON, LAT)
     land = smooth_grid(grid_land_fraction(lo, la), LAND_SMOOTH_CELLS)
@@ -78,7 +78,7 @@ def contrast_shares(seeds) -> dict:
         shares = []
         for i in rt.era5_eval_times(6):
             ok = ~rt.era5_infill_mask(int(i), kind=kind)[0]
-            shares.append(land_contrast(xy[ok], None, da.values[i][ok], land[ok]))
+            shares.append(covariate_contrast(xy[ok], None, da.values[i][ok], land[ok]))
         out[f"era5 {kind}"] = shares
         for ls_km in (100.0, 250.0, 500.0):
             shares = []
@@ -86,7 +86,7 @@ def contrast_shares(seeds) -> dict:
                 field = draw(ls_km, seed)
                 for i in EVAL:
                     ok = ~rt.era5_infill_mask(600 + 20 * seed + i, kind=kind)[0]
-                    shares.append(land_contrast(xy[ok], None, field[i][ok], land[ok]))
+                    shares.append(covariate_contrast(xy[ok], None, field[i][ok], land[ok]))
             out[f"gp {ls_km:g} km {kind}"] = shares
     for key, v in out.items():
         print(key, f"median {np.median(v):.3f}, range {min(v):.3f}..{max(v):.3f}", flush=True)
@@ -99,12 +99,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--name", default="land-spurious")
     parser.add_argument("--no-guard", action="store_true",
-                        help="fit the land trend in every task (skip geonp.trend.land_contrast's test)")
+                        help="fit the land trend in every task (skip geonp.trend.covariate_contrast's test)")
     parser.add_argument("--shares", action="store_true",
-                        help="only the land_contrast shares of whole frames (ERA5 eval frames and the GP draws)")
+                        help="only the covariate_contrast shares of whole frames (ERA5 eval frames and the GP draws)")
     args = parser.parse_args()
     if args.shares:
-        save_json(args.name, {"machine": machine(), "land_contrast": contrast_shares(args.seeds)})
+        save_json(args.name, {"machine": machine(), "covariate_contrast": contrast_shares(args.seeds)})
         return
     if args.no_guard:
         import geonp.data.tasks

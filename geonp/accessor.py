@@ -66,7 +66,7 @@ class GeonpAccessor:
             ``geonp_calibrated`` attribute says which.
         land : {"auto", "data", "none"} or str, default "auto"
             The land–sea mask behind a land–sea trend that each task fits to its context and adds
-            back at the targets, when its values follow the coast (:func:`geonp.trend.land_contrast`).
+            back at the targets, when its values follow the coast (:func:`geonp.trend.covariate_contrast`).
             ``"data"``: a mask in the data (``lsm``, ``sftlf``, ``land_sea_mask``, ... or CF
             ``land_binary_mask`` / ``land_area_fraction``); ``"auto"``: that, else the bundled
             global land fraction (0.05°, from the GLOBE 1 km mask; :mod:`geonp.coastline`: each grid

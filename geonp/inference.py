@@ -13,19 +13,18 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from . import reach
 from .allocator import release_freed_memory
 from .data.tasks import (
-    FAR_FROM_DATA_UNITS,
     Task,
     Window,
     coarsen_far,
     forecast_tasks,
     gap_to_context,
     infill_tasks,
-    nearest_distance,
     temporal_support,
 )
-from .errors import NO_CONTEXT_MESSAGE, FarFromDataWarning, NoContextWarning, warn_user
+from .errors import NO_CONTEXT_MESSAGE, NoContextWarning, warn_user
 from .late import point_ages
 from .models import Batch, NeuralProcess
 from .normalise import Normaliser
@@ -140,7 +139,7 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, war
 
     ``places[i]``: where task ``i``'s targets go, as ``(output row, slice of its targets)``
     pairs; by default task ``i`` fills row ``i``. ``floors[i]`` (optional): the least std of task
-    ``i``'s targets (:func:`_far_floors`). ``warn=False``: no :class:`NoContextWarning` for tasks
+    ``i``'s targets (:func:`geonp.reach.far_floors`). ``warn=False``: no :class:`NoContextWarning` for tasks
     without context (an infill with a time axis bridges them after, and warns of what it cannot:
     :mod:`geonp.bridge`).
     """
@@ -160,53 +159,16 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, war
     return out
 
 
-def _far_floors(tasks, gaps) -> list[np.ndarray | None]:
-    """Per task, the least std of its targets: the prior's where they are far from the data.
-
-    ``gaps[i]``: the distance (model units) from each target of task ``i`` (in the order its
-    predictions are kept) to the data it is predicted from: for infill its frame's observations
-    (:func:`gap_to_context`), for forecasts those of its context frames (:func:`_gap_to_past`).
-    A target more than :data:`FAR_FROM_DATA_UNITS` from them lies beyond the distances the weights
-    were trained on, even in coarser units (:func:`coarsen_far`), and the network's std there does
-    not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km from ERA5 data whose spread
-    is 1.6 K). A GP's std tends to its prior's far from the data: the spread of the task's context
-    (``Task.scale``, data units) is the floor there.
-    """
-    out, far_count = [], 0
-    for t, gap in zip(tasks, gaps):
-        far = None if t is None or gap is None else gap > FAR_FROM_DATA_UNITS
-        far_count += 0 if far is None else int(far.sum())
-        out.append(np.where(far, float(t.scale), 0.0) if far is not None and far.any() else None)
-    if far_count:
-        warn_user(
-            f"targets lie more than {FAR_FROM_DATA_UNITS:g} spacing units (typical distances between observations) "
-            "from every observation of their frame and, in space and time, of the frames beside it (forecasts: of "
-            "their context frames), farther than the model "
-            "was trained on: their std is raised to the spread of the data in their window (a prior's), their mean "
-            "is little more than its mean. Predict nearer the data (targets=, a smaller domain) or treat them as "
-            "unconstrained.", FarFromDataWarning)
-    return out
 
 
-def _near_in_time(task: Task | None, gap: np.ndarray | None) -> np.ndarray | None:
-    """``gap`` (to each target's own frame's context) lowered to the space-time distance to the whole context.
-
-    A frame missing whole between observed frames is not far from the data: its places are observed
-    a step or two away in time (model units of space and time alike). Its std was raised to the
-    prior's, 3.5 x its error on ERA5, with a warning to predict nearer the data.
-    """
-    if task is None or gap is None or not (gap > FAR_FROM_DATA_UNITS).any():
-        return gap
-    return np.minimum(gap, nearest_distance(task.xt[:, :3], task.xc[:, :3]))
 
 
-def _gap_to_past(task: Task, n_points: int) -> np.ndarray:
-    """Distance (model units) from each forecast target to the nearest observation of its context frames.
 
-    The targets are the same ``n_points`` points at every lead (lead-major), at other times than the context.
-    """
-    d = nearest_distance(task.xt[:n_points, :2], np.unique(task.xc[:, :2], axis=0))
-    return np.tile(d, task.num_targets // n_points)
+
+
+
+
+
 
 
 def _setup(payload: ModelPayload, values: np.ndarray, meta: dict):
@@ -246,37 +208,7 @@ def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | N
     return task.select_targets(np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions]))
 
 
-def _window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndarray | None = None,
-                domain: np.ndarray | None = None) -> np.ndarray:
-    """The distance (model units) from ``points`` to the data of each of ``group``'s frames.
 
-    ``points`` (model units): a whole tile's targets; by default each frame's missing source points
-    (inside ``domain``, where the field is defined: ``mask=``).
-    """
-    out = [np.zeros(0)]
-    xy = window.xy[:n_source]
-    inside = np.ones(n_source, dtype=bool) if domain is None else np.asarray(domain, dtype=bool)
-    for f in np.atleast_1d(group):
-        ok = np.isfinite(window.values[f, :n_source])
-        gap = ~ok & inside
-        if ok.any() and (points is not None or gap.any()):
-            out.append(nearest_distance(xy[gap] if points is None else points, xy[ok]))
-    return np.concatenate(out)
-
-
-def _deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> list:
-    """Per frame group, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
-
-    The same for every block that holds a part of the group's tile, so that the decision does not
-    depend on how chunks cut tiles: filling gaps, those of every missing point of the window; at
-    ``targets=``, those of the whole tile's targets (``meta["reach_xy"]``, when the block holds a part).
-    """
-    if meta.get("fill_gaps"):
-        return [_window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
-    if "reach_xy" in meta:
-        return [None if gap is None else _window_gap(window, n_source, g, meta["reach_xy"])
-                for g, gap in zip(groups, gaps)]
-    return list(gaps)
 
 
 @_releasing_memory
@@ -287,6 +219,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     indices, :func:`geonp.data.frame_groups`); they may hold frames outside the block's
     ``meta["frames"]``, whose predictions are dropped.
     """
+    if (nothing := reach.outside_domain(meta, (len(meta["frames"]), *meta["tile_shape"]))) is not None:
+        return nothing
     net, device, norm, window, targets = _setup(payload, values, meta)
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)
     groups = meta.get("groups") or [np.array([f]) for f in frames]
@@ -296,18 +230,19 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     # factors per gap size, the prior's std far from the data (with the other frames), and coarsening
     gaps = [None if t is None else gap_to_context(t) for t in tasks]
     n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
-    deep = _deepest_gaps(window, n_source, groups, gaps, meta)
+    deep = reach.deepest_gaps(window, n_source, groups, gaps, meta)
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
               for t, d, where in zip(tasks, deep, own)]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
     # the prior's std far from the data: the other frames count too, in space and time; for the block's own
     # targets, as `places` keeps them
-    far = [_near_in_time(t, g) for t, g in zip(tasks, gaps)]
+    far = [reach.near_in_time(t, g) for t, g in zip(tasks, gaps)]
     own_gaps = [None if g is None else np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where])
                 for g, where in zip(far, own)]
+    own_gaps = reach.inside_domain(own_gaps, meta)
     out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"],
                                                  mean_weight=norm.infill_mean_weight),
-                len(frames), n_tgt, places, floors=_far_floors(tasks, own_gaps), warn=not meta.get("fills_empty"))
+                len(frames), n_tgt, places, floors=reach.far_floors(tasks, own_gaps), warn=not meta.get("fills_empty"))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
@@ -345,15 +280,18 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     when the normaliser's ``lead_mean_weight`` calibrates the mean; where it is missing the
     network's mean stands in for it (kept as it is, or damped by ``lead_damping``).
     """
+    nothing = reach.outside_domain(meta, (len(meta["frames"]), len(meta["leads"]), *meta["tile_shape"]))
+    if nothing is not None:
+        return nothing
     net, device, norm, window, targets = _setup(payload, values, meta)
     leads = np.asarray(meta["leads"])
     tasks = forecast_tasks(window, meta["frames"], leads, meta["lead_hours"], targets, norm,
                            meta["context_frames"], skip_empty=True, reach=meta.get("reach", 0))
     n_tgt = len(targets) * len(leads)
     # as infill's: at least the prior's std at targets far from every observation the task sees
-    gaps = [None if t is None else _gap_to_past(t, len(targets)) for t in tasks]
+    gaps = reach.inside_domain([None if t is None else reach.gap_to_past(t, len(targets)) for t in tasks], meta)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(meta["frames"]), n_tgt, floors=_far_floors(tasks, gaps))
+                len(meta["frames"]), n_tgt, floors=reach.far_floors(tasks, gaps))
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
     # the calibration's per-lead fields at each forecast's lead from its newest observed frame (its own lead when
     # the initial frame is observed; the initial frame and the one before it not yet delivered: lead + 2)

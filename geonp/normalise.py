@@ -256,7 +256,7 @@ class Normaliser:
         return _per_lead(self.lead_trend_weight, lead_frames) if self.lead_trend_weight else None
 
     def elevation_fit(self, yc: np.ndarray, ec: np.ndarray | None, lc: np.ndarray | None = None,
-                      xyc: np.ndarray | None = None) -> tuple[StaticBasis, np.ndarray] | None:
+                      xyc: np.ndarray | None = None, ground: bool = True) -> tuple[StaticBasis, np.ndarray] | None:
         """Fit the context values' static trend: ``(basis, coefficients)``, or ``None`` when none applies.
 
         The trend is linear in the :class:`~geonp.trend.StaticBasis` of the context: powers of
@@ -266,7 +266,7 @@ class Normaliser:
         trend may also vary across the task. Elevation needs ``elevation_trend``; see
         :func:`geonp.trend.static_basis` for the counts and spreads each needs.
         """
-        basis = static_basis(ec, lc, elevation=self.elevation_trend, xyc=xyc)
+        basis = static_basis(ec, lc, elevation=self.elevation_trend, xyc=xyc, ground=ground)
         if basis is None:
             return None
         design = np.concatenate([np.ones((len(yc), 1)), basis.columns(ec, lc, xyc)], 1)
@@ -276,8 +276,8 @@ class Normaliser:
     def frame_offsets(self, yc: np.ndarray, tc: np.ndarray, ec: np.ndarray | None, tt: np.ndarray,
                       et: np.ndarray | None, lc: np.ndarray | None = None, lt: np.ndarray | None = None,
                       xyc: np.ndarray | None = None,
-                      xyt: np.ndarray | None = None,
-                      variance: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+                      xyt: np.ndarray | None = None, variance: bool = True,
+                      ground: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
         """Per-frame means plus the elevation trend at the context and the targets, and its variance there.
 
         Returns ``(at the context, at the targets, the estimate's variance at the targets)``
@@ -307,7 +307,7 @@ class Normaliser:
             return None
         F = len(frames)
         basis = _target_basis(static_basis(ec, lc, elevation=self.elevation_trend,
-                                           xyc=xyc if xyt is not None else None), et, lt)
+                                           xyc=xyc if xyt is not None else None, ground=ground), et, lt)
         own = basis is not None and self._lapse_per_frame(basis, ec, inv, counts)
 
         def design(frame: np.ndarray, cols: np.ndarray | None) -> np.ndarray:

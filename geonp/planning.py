@@ -22,10 +22,14 @@ from .report_times import warn_mixed_times
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["plan_problem", "observed_stats", "Observed", "SPARSE_POINTS", "PLAN_FRAMES"]
+__all__ = ["plan_problem", "observed_stats", "Observed", "SPARSE_POINTS", "PLAN_FRAMES", "NONNEGATIVE_TOLERANCE"]
 
 #: fewer observed points per frame than this (on average) get a :class:`~geonp.errors.SparseDataWarning`
 SPARSE_POINTS = 10
+
+#: observed values below 0 by at most this share of the observed range still count as 0 (the numerical noise
+#: of accumulated fields such as ERA5 ``tp``, e.g. -1e-6 m): the variable is kept at 0 or above
+NONNEGATIVE_TOLERANCE = 1e-4
 
 #: a record with more frames than this is planned (observed fraction, spread) from this many evenly spaced frames
 PLAN_FRAMES = 32
@@ -93,7 +97,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     # and no task's scale falls below a thousandth of it: a floor in the data's own units, whatever they are
     # (an absolute 1e-6 made methane mole fractions, spread 1e-8, infill 12 times worse than linear interpolation)
     floor = 1e-3 * spread if spread > 0 else model.normaliser.value_std_floor
-    norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor, nonnegative=lowest >= 0)
+    norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor,
+                   nonnegative=bool(lowest >= -NONNEGATIVE_TOLERANCE * max(highest - lowest, 0.0)))
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
     return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
 

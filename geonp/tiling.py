@@ -196,9 +196,10 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
         "ctx_land": None if src.land is None else src.land[ctx_idx],
         "tgt_land": None if tgt.land is None else tgt.land[tile_idx],
         "ctx_domain": None if src.domain is None else src.domain[ctx_idx],  # gaps lie inside it (mask=)
+        "tgt_domain": None if tgt.domain is None else tgt.domain[tile_idx],  # outputs outside it are NaN
     }
     if len(reach_idx) != len(tile_idx) and not problem.fill_gaps:  # a part of the tile: the whole decides
-        meta["reach_xy"] = km_of(tgt, reach_idx) / unit         # the coarsening (inference._deepest_gaps)
+        meta["reach_xy"] = km_of(tgt, reach_idx) / unit         # the coarsening (geonp.reach.deepest_gaps)
     return sel, meta
 
 

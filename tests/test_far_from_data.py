@@ -1,4 +1,4 @@
-"""Targets far from every observation: the prior's std, or no prediction at all (geonp.inference._far_floors)."""
+"""Targets far from every observation: the prior's std, or no prediction at all (geonp.reach.far_floors)."""
 
 import pyproj  # noqa: F401  isort: skip
 
@@ -67,7 +67,7 @@ def _series(times=6, nlat=10, nlon=24, observed=8):
 def test_forecast_targets_far_from_the_context_get_at_least_its_spread(monkeypatch):
     # 14-16 columns (more than 7.5 spacing units) east of the data the network's std was 0.33 K, against a
     # spread of 0.79 K in the context it saw; infill warned and raised it, forecasts did not
-    from geonp import inference
+    from geonp import inference, reach
 
     ds = _series()
     spreads = []  # each task's context spread (data units), as the blocks see it
@@ -82,7 +82,7 @@ def test_forecast_targets_far_from_the_context_get_at_least_its_spread(monkeypat
     kw = {"hours": 2, "calibrate": False, "reference": "none"}
     with pytest.warns(FarFromDataWarning, match="more than 7.5 spacing units .* of their context frames"):
         out = ds.np.forecast("t2m", **kw)
-    monkeypatch.setattr(inference, "FAR_FROM_DATA_UNITS", np.inf)  # the guard off
+    monkeypatch.setattr(reach, "FAR_FROM_DATA_UNITS", np.inf)  # the guard off
     raw = ds.np.forecast("t2m", **kw)
     std, before = out.t2m_std.values, raw.t2m_std.values
     assert np.isfinite(std).all() and np.isfinite(out.t2m_mean.values).all()

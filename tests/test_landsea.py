@@ -178,22 +178,22 @@ def _coast_points(n=24, seed=0):
     return np.stack([xx[keep], yy[keep]], 1), land[keep]
 
 
-def test_land_contrast__a_step_at_the_coast_counts_a_smooth_gradient_does_not():
-    from geonp.trend import LAND_CONTRAST_R2, land_contrast
+def test_covariate_contrast__a_step_at_the_coast_counts_a_smooth_gradient_does_not():
+    from geonp.trend import LAND_CONTRAST_R2, covariate_contrast
 
     xy, land = _coast_points()
     rng = np.random.default_rng(3)
     noise = 0.05 * rng.standard_normal(len(land))
     gradient = 0.3 * xy[:, 0] + 0.1 * xy[:, 1]  # correlates with the land fraction over the task, no step
     assert np.corrcoef(gradient, land)[0, 1] > 0.7
-    assert land_contrast(xy, None, gradient + noise, land) < LAND_CONTRAST_R2
-    assert land_contrast(xy, None, gradient + 3.0 * land + noise, land) > 0.5
+    assert covariate_contrast(xy, None, gradient + noise, land) < LAND_CONTRAST_R2
+    assert covariate_contrast(xy, None, gradient + 3.0 * land + noise, land) > 0.5
     # frames pooled, neighbours taken within each frame: a jump of 100 K between frames changes nothing
     two = np.concatenate([xy, xy]), np.repeat([0.0, 1.0], len(land))
     y2 = np.concatenate([3.0 * land + noise, 100.0 + 3.0 * land - noise])
-    assert land_contrast(*two, y2, np.concatenate([land, land])) > 0.5
-    assert land_contrast(xy[:4], None, land[:4], land[:4]) == 0.0  # no frame with more than k points
-    assert land_contrast(xy, None, gradient, np.ones(len(land))) == 0.0  # all land: nothing to explain
+    assert covariate_contrast(*two, y2, np.concatenate([land, land])) > 0.5
+    assert covariate_contrast(xy[:4], None, land[:4], land[:4]) == 0.0  # no frame with more than k points
+    assert covariate_contrast(xy, None, gradient, np.ones(len(land))) == 0.0  # all land: nothing to explain
 
 
 def test_make_task__fits_the_land_trend_only_where_the_values_follow_the_coast():

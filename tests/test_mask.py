@@ -94,13 +94,13 @@ def test_forecasts_and_fits_take_the_mask(sea):
 
 def test_window_gaps_lie_inside_the_domain():
     from geonp.data.tasks import Window
-    from geonp.inference import _window_gap
+    from geonp.reach import window_gap
 
     xy = np.stack([np.arange(6.0), np.zeros(6)], 1)
     values = np.array([[1.0, 1.0, np.nan, np.nan, np.nan, np.nan]])
     w = Window(values=values, xy=xy, t=np.zeros(1), hours=np.zeros(1), lon=np.zeros(6))
-    np.testing.assert_allclose(_window_gap(w, 6, np.array([0])), [1, 2, 3, 4])
-    np.testing.assert_allclose(_window_gap(w, 6, np.array([0]), domain=np.array([1, 1, 1, 0, 0, 0], bool)), [1])
+    np.testing.assert_allclose(window_gap(w, 6, np.array([0])), [1, 2, 3, 4])
+    np.testing.assert_allclose(window_gap(w, 6, np.array([0]), domain=np.array([1, 1, 1, 0, 0, 0], bool)), [1])
 
 
 @pytest.mark.parametrize("mask, error, match", [
@@ -161,3 +161,25 @@ def test_a_forecast_of_a_grid_with_points_never_observed_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error", NeverObservedWarning)
         ds.np.forecast("t2m", hours=1, calibrate=False, reference="none", mask="observed")
+
+
+def test_points_outside_the_mask_are_never_far_from_the_data():
+    """A land-only field with wide sea: the sea's outputs are NaN, so no FarFromDataWarning (a new-user report)."""
+    from geonp.errors import FarFromDataWarning
+
+    lat, lon = 50 + 0.25 * np.arange(12), -6 + 0.25 * np.arange(36)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    land = lo < -4.0  # 8 columns of land, 28 of sea: its far side ~28 cells from any value
+    truth = np.stack([np.sin(la * 2 + k / 3) + np.cos(lo * 1.5) for k in range(30)]) + 10
+    seen = (np.random.default_rng(1).random(truth.shape) < 0.8) & land
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), np.where(seen, truth, np.nan).astype("float32"))},
+                    coords={"time": pd.date_range("2020-01-01", periods=30, freq="h"), "lat": lat, "lon": lon})
+    mask = xr.DataArray(land, dims=("lat", "lon"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FarFromDataWarning)
+        out = ds.np.infill("t", mask=mask, calibrate=False)
+        fc = ds.np.forecast("t", hours=2, mask=mask, calibrate=False, reference="none")
+    assert np.isnan(out.t_mean.values[:, ~land]).all() and np.isfinite(out.t_mean.values[:, land]).all()
+    assert np.isnan(fc.t_mean.values[..., ~land]).all() and np.isfinite(fc.t_mean.values[..., land]).all()
+    with pytest.warns(FarFromDataWarning, match="more than 7.5 spacing units"):  # without the mask the sea is far
+        ds.np.infill("t", calibrate=False)

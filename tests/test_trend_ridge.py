@@ -155,3 +155,41 @@ def test_predict_tasks__mean_weight_moves_the_mean_towards_the_trend_only():
     np.testing.assert_allclose(mh, 0.5 * (m0 + m1), rtol=1e-6)
     np.testing.assert_array_equal(s0, s1)
     np.testing.assert_array_equal(sh, s1)
+
+
+def _terrain(n=120, seed=0):
+    """Stations whose elevation rises westward (mountains on one side) with local relief."""
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 10, (n, 2))
+    e = 3000 - 200 * xy[:, 0] + rng.normal(0, 300, n)
+    smooth = np.sin(xy[:, 0] / 2) + 0.5 * np.cos(xy[:, 1] / 3)  # a field of position alone
+    return xy, e, smooth, rng
+
+
+def test_follows_ground__a_lapse_rate_does_and_a_field_of_position_alone_does_not():
+    from geonp.trend import covariate_contrast, follows_ground
+
+    xy, e, smooth, rng = _terrain()
+    lapse = smooth - 0.0065 * e + rng.normal(0, 0.1, len(e))
+    assert follows_ground(xy, None, lapse, e) and covariate_contrast(xy, None, lapse, e) > 0.5
+    unrelated = smooth + rng.normal(0, 0.1, len(e))
+    assert abs(np.corrcoef(unrelated, e)[0, 1]) > 0.5  # elevation and the field correlate over the task
+    assert not follows_ground(xy, None, unrelated, e)
+    assert not follows_ground(xy[:3], None, lapse[:3], e[:3])  # no frame with more than k points
+
+
+def test_make_task__no_elevation_trend_for_values_that_do_not_follow_the_ground():
+    """A target's trend does not change with its elevation, but still follows the position surface."""
+    from geonp.data.tasks import make_task
+    from geonp.normalise import Normaliser
+
+    xy, e, smooth, rng = _terrain()
+    xc, xt = np.c_[xy, np.zeros(len(e))], np.array([[5.0, 5.0, 0.0]] * 2)
+    et = np.array([1500.0, 3500.0])
+    for y, follows in ((smooth + rng.normal(0, 0.1, len(e)), False), (smooth - 0.0065 * e, True)):
+        task = make_task(Normaliser(), xc, y, None, e, xt, None, et)
+        change = task.offset[1] - task.offset[0]
+        if follows:
+            assert change == pytest.approx(-0.0065 * 2000, rel=0.2)
+        else:
+            assert change == pytest.approx(0.0, abs=1e-9) and task.offset is not None

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
-from ..trend import LAND_CONTRAST_R2, basis_variance, land_contrast, static_basis
+from ..trend import LAND_CONTRAST_R2, basis_variance, covariate_contrast, follows_ground, static_basis
 
 __all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
            "gap_to_context", "temporal_support", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR",
@@ -125,21 +125,25 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
 
     ``ec``/``et`` are the elevations (m) of the context and target points, ``lc``/``lt`` their
     land fractions, or ``None`` (:mod:`geonp.trend`; a quantity the targets lack is not fitted, nor a
-    land fraction the context values do not follow across coasts: :func:`geonp.trend.land_contrast`).
+    land fraction the context values do not follow across coasts: :func:`geonp.trend.covariate_contrast`;
+    where they do not follow the ground between neighbours the elevation trend keeps only its position
+    surface: :func:`geonp.trend.follows_ground`).
     With context on several frames and targets on them, each frame's own mean goes too (see
     :meth:`Normaliser.frame_offsets`).
     """
     offset = offset_var = None
     ec, lc = (None if et is None else ec), (None if lt is None else lc)
-    if lc is not None and static_basis(None, lc) is not None and land_contrast(
-            xc[:, :2], xc[:, -1] if xc.shape[1] > 2 else None, yc, lc) < LAND_CONTRAST_R2:
-        lc = lt = None  # the values do not change across the coast: no land trend (geonp.trend.land_contrast)
+    frames = xc[:, -1] if xc.shape[1] > 2 else None
+    if lc is not None and static_basis(None, lc) is not None and covariate_contrast(
+            xc[:, :2], frames, yc, lc) < LAND_CONTRAST_R2:
+        lc = lt = None  # the values do not change across the coast: no land trend
+    ground = ec is None or static_basis(ec, None) is None or follows_ground(xc[:, :2], frames, yc, ec)
     xyc, xyt = xc[:, :2], xt[:, :2]
-    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt,
-                               variance=TREND_VARIANCE) if xc.shape[1] > 2 else None
+    frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt, variance=TREND_VARIANCE,
+                               ground=ground) if xc.shape[1] > 2 else None
     if frame is not None:
         yc, offset, offset_var = yc - frame[0], frame[1], frame[2]
-    elif (fit := norm.elevation_fit(yc, ec, lc, xyc)) is not None:
+    elif (fit := norm.elevation_fit(yc, ec, lc, xyc, ground=ground)) is not None:
         if TREND_VARIANCE:
             offset_var = basis_variance(*fit, yc, ec, lc, xyc, et, lt, xyt)
         yc = yc - norm.elevation_offset(fit, ec, lc, xyc)

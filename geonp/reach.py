@@ -1,0 +1,122 @@
+"""How far each target of a prediction block lies from the data, and what that changes. No torch here.
+
+The distances decide the prior's std far from every observation (:func:`far_floors`), the coarser
+units deep inside holes (:func:`deepest_gaps`, :func:`geonp.data.coarsen_far`), and the domain
+(``mask=``) decides which targets count at all (:func:`outside_domain`, :func:`inside_domain`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .data.tasks import FAR_FROM_DATA_UNITS, Task, Window, nearest_distance
+from .errors import FarFromDataWarning, warn_user
+
+__all__ = ["far_floors", "outside_domain", "inside_domain", "near_in_time", "gap_to_past", "window_gap",
+           "deepest_gaps"]
+
+
+def far_floors(tasks, gaps) -> list[np.ndarray | None]:
+    """Per task, the least std of its targets: the prior's where they are far from the data.
+
+    ``gaps[i]``: the distance (model units) from each target of task ``i`` (in the order its
+    predictions are kept) to the data it is predicted from: for infill its frame's observations
+    (:func:`gap_to_context`), for forecasts those of its context frames (:func:`gap_to_past`).
+    A target more than :data:`FAR_FROM_DATA_UNITS` from them lies beyond the distances the weights
+    were trained on, even in coarser units (:func:`coarsen_far`), and the network's std there does
+    not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km from ERA5 data whose spread
+    is 1.6 K). A GP's std tends to its prior's far from the data: the spread of the task's context
+    (``Task.scale``, data units) is the floor there.
+    """
+    out, far_count = [], 0
+    for t, gap in zip(tasks, gaps):
+        far = None if t is None or gap is None else gap > FAR_FROM_DATA_UNITS
+        far_count += 0 if far is None else int(far.sum())
+        out.append(np.where(far, float(t.scale), 0.0) if far is not None and far.any() else None)
+    if far_count:
+        warn_user(
+            f"targets lie more than {FAR_FROM_DATA_UNITS:g} spacing units (typical distances between observations) "
+            "from every observation of their frame and, in space and time, of the frames beside it (forecasts: of "
+            "their context frames), farther than the model "
+            "was trained on: their std is raised to the spread of the data in their window (a prior's), their mean "
+            "is little more than its mean. Predict nearer the data (targets=, a smaller domain) or treat them as "
+            "unconstrained.", FarFromDataWarning)
+    return out
+
+
+def outside_domain(meta: dict, shape: tuple) -> np.ndarray | None:
+    """NaN mean and std ``[2, *shape]`` for a block whose targets all lie outside the domain (``mask=``), else None.
+
+    Their outputs are NaN anyway: nothing is predicted, and nothing warns that they lack context.
+    """
+    inside = meta.get("tgt_domain")
+    if inside is None or np.asarray(inside).any():
+        return None
+    return np.full((2, *shape), np.nan, dtype=np.float32)
+
+
+def inside_domain(gaps: list, meta: dict) -> list:
+    """``gaps`` (per task, over its targets: the block's target points, repeated) at 0 outside the domain.
+
+    Outside the domain (``mask=``) the outputs are NaN: no target there is far from the data, so none
+    raises a :class:`FarFromDataWarning` (a land-only field's sea, never observed, did).
+    """
+    inside = meta.get("tgt_domain")
+    if inside is None:
+        return gaps
+    inside = np.asarray(inside, dtype=bool)
+    return [None if g is None else np.where(np.tile(inside, len(g) // len(inside)), g, 0.0) for g in gaps]
+
+
+def near_in_time(task: Task | None, gap: np.ndarray | None) -> np.ndarray | None:
+    """``gap`` (to each target's own frame's context) lowered to the space-time distance to the whole context.
+
+    A frame missing whole between observed frames is not far from the data: its places are observed
+    a step or two away in time (model units of space and time alike). Its std was raised to the
+    prior's, 3.5 x its error on ERA5, with a warning to predict nearer the data.
+    """
+    if task is None or gap is None or not (gap > FAR_FROM_DATA_UNITS).any():
+        return gap
+    return np.minimum(gap, nearest_distance(task.xt[:, :3], task.xc[:, :3]))
+
+
+def gap_to_past(task: Task, n_points: int) -> np.ndarray:
+    """Distance (model units) from each forecast target to the nearest observation of its context frames.
+
+    The targets are the same ``n_points`` points at every lead (lead-major), at other times than the context.
+    """
+    d = nearest_distance(task.xt[:n_points, :2], np.unique(task.xc[:, :2], axis=0))
+    return np.tile(d, task.num_targets // n_points)
+
+
+def window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndarray | None = None,
+                domain: np.ndarray | None = None) -> np.ndarray:
+    """The distance (model units) from ``points`` to the data of each of ``group``'s frames.
+
+    ``points`` (model units): a whole tile's targets; by default each frame's missing source points
+    (inside ``domain``, where the field is defined: ``mask=``).
+    """
+    out = [np.zeros(0)]
+    xy = window.xy[:n_source]
+    inside = np.ones(n_source, dtype=bool) if domain is None else np.asarray(domain, dtype=bool)
+    for f in np.atleast_1d(group):
+        ok = np.isfinite(window.values[f, :n_source])
+        gap = ~ok & inside
+        if ok.any() and (points is not None or gap.any()):
+            out.append(nearest_distance(xy[gap] if points is None else points, xy[ok]))
+    return np.concatenate(out)
+
+
+def deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> list:
+    """Per frame group, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
+
+    The same for every block that holds a part of the group's tile, so that the decision does not
+    depend on how chunks cut tiles: filling gaps, those of every missing point of the window; at
+    ``targets=``, those of the whole tile's targets (``meta["reach_xy"]``, when the block holds a part).
+    """
+    if meta.get("fill_gaps"):
+        return [window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
+    if "reach_xy" in meta:
+        return [None if gap is None else window_gap(window, n_source, g, meta["reach_xy"])
+                for g, gap in zip(groups, gaps)]
+    return list(gaps)
