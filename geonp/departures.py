@@ -110,12 +110,20 @@ def add_cycle_variance(std, raw: xr.Dataset, layout):
     """An infill's ``std`` of departures (dask, dims ``time, <space>``) with each point's cycle's uncertainty added.
 
     The variance of the cycle (:func:`geonp.seasonal.cycle_variance`) that :func:`reference_input` fitted on
-    ``raw``: large at a point observed for a few weeks or never, whose cycle is the pooled one.
+    ``raw``: large at a point observed for a few weeks or never, whose cycle is the pooled one. Only its
+    excess over the best-observed point's (as a share of each point's departure variance) is added: where
+    the departures are smooth in space, a point's cycle error is shared by the neighbours the departures
+    are infilled from and cancels (a 5-day global
+    grid whose departures are slow waves, every point observed for two years: the whole variance made
+    the std 3.3 times the error, coverage 1.000, NLL 1.34; without it 0.93 and 0.66).
     """
     points = seasonal.point_covariates(raw, layout.space_dims, (layout.x, layout.y, layout.elevation))
     cov = seasonal.cached_cycle(raw[layout.var], layout.time, covariates=points, part="covariance")
     like = xr.DataArray(std, dims=(*layout.extra_dims, layout.time, *layout.space_dims))
+    noise = seasonal.cached_cycle(raw[layout.var], layout.time, covariates=points, part="noise")
     v = seasonal.cycle_variance(cov, raw[layout.time].values, (layout.time,), like=like).transpose(*like.dims)
+    share = v / noise.clip(min=1e-300)  # the point's leverage on its cycle, in units of its departures' variance
+    v = (noise * (share - share.min(layout.space_dims))).clip(min=0.0).transpose(*like.dims)  # its excess
     return np.sqrt(std.astype(np.float64) ** 2 + v.data).astype(std.dtype)
 
 

@@ -149,7 +149,7 @@ def cycle_posterior(da: xr.DataArray, time_dim: str, harmonics: int = HARMONICS,
     lean = xr.where(well.sum(points) >= 2, lean, 0.0)
     mean_only = xr.DataArray(np.eye(2 * harmonics + 1)[0], dims=_DIM)  # the variance of the mean coefficient
     cov = (cov + lean * mean_only * mean_only.rename({_DIM: "other"})).transpose(*cov.dims)
-    return xr.Dataset({"coefficients": fit.isel(column=0), "covariance": cov})
+    return xr.Dataset({"coefficients": fit.isel(column=0), "covariance": cov, "noise": scale})
 
 
 def _design(count: xr.DataArray, covariates: xr.DataArray | None) -> xr.DataArray:
@@ -274,7 +274,8 @@ def cached_cycle(da: xr.DataArray, time_dim: str, covariates: xr.DataArray | Non
     read again for each region ``geonp.to_zarr`` computes (2,289 chunk reads for 44 chunks on a
     3-year daily grid). As one task whose inputs dask does not traverse, the history is read once,
     chunk by chunk, and the coefficients and their covariance are kept (like the calibration's).
-    ``part``: ``"coefficients"`` (:func:`fit_cycle`) or ``"covariance"``.
+    ``part``: ``"coefficients"`` (:func:`fit_cycle`), ``"covariance"`` or ``"noise"`` (the departures' variance
+    per point that scales it).
     """
     key = dask.base.tokenize("geonp-cycle", da, time_dim, covariates)
     if da.chunks is None:
@@ -282,12 +283,13 @@ def cached_cycle(da: xr.DataArray, time_dim: str, covariates: xr.DataArray | Non
         return fit[part]
     dims = [d for d in da.dims if d != time_dim]
     k = 2 * HARMONICS + 1
-    shape = tuple(da.sizes[d] for d in dims) + ((k,) if part == "coefficients" else (k, k))
+    trailing = {"coefficients": (_DIM,), "covariance": (_DIM, "other"), "noise": ()}[part]
+    shape = tuple(da.sizes[d] for d in dims) + {"coefficients": (k,), "covariance": (k, k), "noise": ()}[part]
     # a partial hides the lazy input from dask: the task reads it itself, once per process
     task = dask.delayed(functools.partial(_cycle_part, key, da, time_dim, covariates, part), pure=True)(
         dask_key_name=f"geonp-cycle-{part}-{key}")
     return xr.DataArray(dask.array.from_delayed(task, shape, dtype=np.float64),
-                        dims=(*dims, _DIM) if part == "coefficients" else (*dims, _DIM, "other"),
+                        dims=(*dims, *trailing),
                         coords={d: da[d] for d in dims if d in da.coords})
 
 

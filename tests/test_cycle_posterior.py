@@ -11,7 +11,7 @@ import geonp  # noqa: F401  registers ds.np
 from geonp import seasonal
 
 
-def _stations(seed, n=30, years=3, offset_sd=2.0):
+def _stations(seed, n=30, years=3, offset_sd=2.0, persistence=0.8):
     """Daily stations: offsets and amplitudes of their own, weather shared by all that persists (AR(1) 0.8)."""
     rng = np.random.default_rng(seed)
     time = pd.date_range("2000-01-01", periods=int(365.25 * years), freq="D")
@@ -20,7 +20,7 @@ def _stations(seed, n=30, years=3, offset_sd=2.0):
     offset, amp = rng.normal(0, offset_sd, n), 4 + rng.normal(0, 1.0, n)
     common = np.zeros(len(time))
     for t in range(1, len(time)):
-        common[t] = 0.8 * common[t - 1] + 1.2 * rng.standard_normal()
+        common[t] = persistence * common[t - 1] + 1.2 * np.sqrt(1 - persistence**2) / 0.6 * rng.standard_normal()
     v = 8 + offset + amp * np.cos(2 * np.pi * f)[:, None] + common[:, None] + rng.normal(0, 0.5, (len(time), n))
     ds = xr.Dataset({"w": (("time", "station"), v.astype("float32"))},
                     coords={"time": time, "lat": ("station", lat), "lon": ("station", lon)})
@@ -98,3 +98,22 @@ def test_a_point_beyond_the_network_inherits_the_pooled_fits_extrapolation():
     points = seasonal.point_covariates(ds, ("station",), ("lon", "lat"))
     var0 = seasonal.cycle_posterior(y, "time", covariates=points).covariance.values[:, 0, 0]
     assert var0[0] > 2 * var0[1]  # leverage: extrapolating the pooled mean 6° north is far less certain
+
+
+def test_well_observed_points_add_no_cycle_variance_their_neighbours_share():
+    """Slow weather shared by every station, each observed 80 % of three years: the std stays near the error.
+
+    A point's cycle error is its neighbours' too and cancels (the whole cycle variance: std 1.2 x RMSE,
+    coverage 0.98; a 5-day global grid of slow waves: 3.3 x, coverage 1.000, a new-user report).
+    """
+    for seed in range(2):
+        ds, v, _ = _stations(seed, persistence=0.98)
+        g = ds.w.values.copy()
+        hide = np.random.default_rng(seed).random(g.shape) < 0.2
+        g[hide] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = ds.assign(w=(("time", "station"), g)).np.infill("w")
+        e, s = (out.w_mean.values - v)[hide], out.w_std.values[hide]
+        assert np.median(s) < 1.12 * np.sqrt(np.mean(e**2))
+        assert 0.92 <= np.mean(np.abs(e) <= 1.96 * s) <= 0.975
