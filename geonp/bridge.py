@@ -117,8 +117,8 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
     (:func:`_conditional`), the prior where no frame has a value within :data:`MAX_GAP`;
     ``fill="gaps"`` (the variable itself, whose level a short record does not pin down) by ordinary
     kriging along time (:func:`_kriged`); where no frame has one the network's prediction stays (from a
-    wider ``time_window``), or NaN with a :class:`~geonp.errors.NoContextWarning` (counting only the
-    points of ``inside``, ``[points]`` booleans, when given).
+    wider ``time_window``), or NaN with a :class:`~geonp.errors.NoContextWarning`. ``inside``
+    (``[points]`` booleans, the domain of ``mask=``): only its points are bridged and counted.
 
     Each block of the output depends on its own block of ``mean`` and ``std`` and on the input within
     :data:`MAX_GAP` frames, never on other blocks of the prediction: computed region by region
@@ -132,10 +132,9 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
     if n_t < 2:
         return mean, std
     mean0, std0 = da.moveaxis(mean, time_axis, 0), da.moveaxis(std, time_axis, 0)
-    y0 = np.moveaxis(np.asarray(y), time_axis, 0) if not isinstance(y, da.Array) else da.moveaxis(y, time_axis, 0)
+    y0 = da.moveaxis(da.asarray(y), time_axis, 0)
     space = mean0.chunks[1:]
     points = mean0.shape[1:]
-    y0 = da.asarray(y0)
     key, flat = _stats_input(y0, fill == "gaps")
     # one node of the graph holds the (uncomputed) input's graph; each block gets it as data and measures the
     # statistics only if it has something to bridge
@@ -190,6 +189,8 @@ def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, 
     v = y.reshape(len(y), -1).astype(np.float64)
     own = np.asarray(empty, dtype=bool)[offset:offset + len(m)]
     target = np.isnan(m) | own[:, None]
+    if inside is not None:  # outside the domain (mask=) the outputs are NaN: nothing to bridge there
+        target &= inside[np.asarray(index).ravel()]
     if not target.any():
         return _stacked(m, s, tile)
     stats = stats()

@@ -219,7 +219,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     indices, :func:`geonp.data.frame_groups`); they may hold frames outside the block's
     ``meta["frames"]``, whose predictions are dropped.
     """
-    if (nothing := reach.outside_domain(meta, (len(meta["frames"]), *meta["tile_shape"]))) is not None:
+    nothing = reach.outside_domain(meta, (len(meta["frames"]), *meta["tile_shape"]))
+    if nothing is not None:
         return nothing
     net, device, norm, window, targets = _setup(payload, values, meta)
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)

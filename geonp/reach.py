@@ -21,9 +21,9 @@ def far_floors(tasks, gaps) -> list[np.ndarray | None]:
 
     ``gaps[i]``: the distance (model units) from each target of task ``i`` (in the order its
     predictions are kept) to the data it is predicted from: for infill its frame's observations
-    (:func:`gap_to_context`), for forecasts those of its context frames (:func:`gap_to_past`).
+    (:func:`geonp.data.gap_to_context`), for forecasts those of its context frames (:func:`gap_to_past`).
     A target more than :data:`FAR_FROM_DATA_UNITS` from them lies beyond the distances the weights
-    were trained on, even in coarser units (:func:`coarsen_far`), and the network's std there does
+    were trained on, even in coarser units (:func:`geonp.data.coarsen_far`), and the network's std there does
     not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km from ERA5 data whose spread
     is 1.6 K). A GP's std tends to its prior's far from the data: the spread of the task's context
     (``Task.scale``, data units) is the floor there.

@@ -284,7 +284,7 @@ def cached_cycle(da: xr.DataArray, time_dim: str, covariates: xr.DataArray | Non
     dims = [d for d in da.dims if d != time_dim]
     k = 2 * HARMONICS + 1
     trailing = {"coefficients": (_DIM,), "covariance": (_DIM, "other"), "noise": ()}[part]
-    shape = tuple(da.sizes[d] for d in dims) + {"coefficients": (k,), "covariance": (k, k), "noise": ()}[part]
+    shape = tuple(da.sizes[d] for d in dims) + (k,) * len(trailing)
     # a partial hides the lazy input from dask: the task reads it itself, once per process
     task = dask.delayed(functools.partial(_cycle_part, key, da, time_dim, covariates, part), pure=True)(
         dask_key_name=f"geonp-cycle-{part}-{key}")

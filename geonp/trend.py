@@ -14,8 +14,8 @@ import numpy as np
 
 from .ridge import fit_trend, ridge_penalty
 
-__all__ = ["StaticBasis", "static_basis", "smooth_grid", "covariate_contrast", "follows_ground", "fit_trend",
-           "ridge_penalty", "fit_variance", "basis_variance",
+__all__ = ["StaticBasis", "static_basis", "smooth_grid", "local_contrasts", "covariate_contrast", "follows_ground",
+           "fit_trend", "ridge_penalty", "fit_variance", "basis_variance",
            "nearest_indices", "neighbour_mean", "target_neighbours", "MIN_TREND_POINTS", "QUADRATIC_TREND_POINTS",
            "INTERACTION_TREND_POINTS", "LAND_CONTRAST_R2", "ELEVATION_CONTRAST_CHI2", "NEIGHBOURS"]
 
@@ -316,59 +316,52 @@ def _local_departures(xy: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
     return values[queries] - values[nearest_indices(xy[queries], xy, k, exclude=queries)].mean(1)
 
 
-def _pooled_departures(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, covariate: np.ndarray,
-                       k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Local departures of ``y`` and ``covariate`` on each frame with more than ``k`` points, pooled."""
-    xy, y, covariate = (np.asarray(a, dtype=np.float64) for a in (xy, y, covariate))
+def local_contrasts(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, covariates: np.ndarray,
+                    k: int = NEIGHBOURS) -> tuple[np.ndarray, int]:
+    """Share of the context's local departures that each static covariate explains (R², 0 … 1), and their count.
+
+    ``covariates``: ``[points, c]``. A point's local departure is its value minus the mean of its ``k``
+    nearest neighbours on the same frame (``frame``: one label per point, or ``None`` for one frame),
+    found once for all the covariates. Regressing the values' departures on a covariate's, through the
+    origin, pools the frames; the share of their sum of squares it explains is returned. Differences
+    between neighbours keep the sharp change a real land–sea contrast makes at a coast, or a lapse rate
+    between a valley and a ridge, and drop the smooth, large-scale part of a field, so a field that only
+    happens to correlate with a covariate over a task (a gradient across a coast, plains warmer than
+    the mountains beside them) scores near 0 (docs/benchmarks.md, "The bundled land fraction" and "An
+    elevation trend only where the values follow the ground"). 0 when no frame has more than ``k``
+    points or the covariate does not change between neighbours.
+    """
+    xy, y = np.asarray(xy, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    covariates = np.asarray(covariates, dtype=np.float64).reshape(len(y), -1)
     labels = np.zeros(len(y)) if frame is None else np.asarray(frame)
-    dy, dc = [np.zeros(0)], [np.zeros(0)]
+    deps = [np.zeros((0, 1 + covariates.shape[1]))]
     for f in np.unique(labels):
         idx = np.flatnonzero(labels == f)
-        if len(idx) <= k:
-            continue
-        dep = _local_departures(xy[idx], np.stack([y[idx], covariate[idx]], 1), k)
-        dy.append(dep[:, 0])
-        dc.append(dep[:, 1])
-    return np.concatenate(dy), np.concatenate(dc)
+        if len(idx) > k:
+            deps.append(_local_departures(xy[idx], np.c_[y[idx], covariates[idx]], k))
+    dep = np.concatenate(deps)
+    dy, dc = dep[:, 0], dep[:, 1:]
+    scc, syy = np.sum(dc * dc, axis=0), float(dy @ dy)
+    ok = (scc >= 1e-12) & (syy > 0.0)
+    return np.where(ok, (dy @ dc) ** 2 / np.where(ok, scc * syy, 1.0), 0.0), len(dy)
 
 
 def covariate_contrast(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, covariate: np.ndarray,
                        k: int = NEIGHBOURS) -> float:
-    """Share of the context's local departures that a static ``covariate`` explains (an R², 0 … 1).
+    """:func:`local_contrasts` of one covariate: the share of the local departures it explains."""
+    return float(local_contrasts(xy, frame, y, np.asarray(covariate)[:, None], k)[0][0])
 
-    A point's local departure is its value minus the mean of its ``k`` nearest neighbours on
-    the same frame (``frame``: one label per point, or ``None`` for one frame). Regressing the
-    values' departures on the covariate's, through the origin, pools the frames; the share
-    of their sum of squares it explains is returned. Differences between neighbours keep the
-    sharp change a real land–sea contrast makes at a coast, or a lapse rate between a valley and
-    a ridge, and drop the smooth, large-scale part of a field, so a field that only happens to
-    correlate with the covariate over a task (a gradient across a coast, plains warmer than the
-    mountains beside them) scores near 0 (docs/benchmarks.md, "The bundled land fraction").
-    0 when no frame has more than ``k`` points or the covariate does not change between neighbours.
+
+def follows_ground(share: float, count: int) -> bool:
+    """Whether values whose local departures the elevation explains by ``share`` (of ``count``) get its trend.
+
+    ``count · share`` must exceed :data:`ELEVATION_CONTRAST_CHI2` (:func:`local_contrasts`). A field
+    unrelated to the ground is otherwise fitted on elevation wherever elevation and position correlate
+    over a task (mountains on one side), and a hidden station unlike its neighbours in height takes that
+    spurious lapse rate: on a smooth random field at 60 Colorado stations the elevation trend raised
+    the error by 14 %, while monthly tmax in one month scores a median share of 0.66 over ~170 stations.
     """
-    dy, dc = _pooled_departures(xy, frame, y, covariate, k)
-    scc, syy = float(dc @ dc), float(dy @ dy)
-    if scc < 1e-12 or syy <= 0.0:
-        return 0.0
-    return float((dy @ dc) ** 2 / (scc * syy))
-
-
-def follows_ground(xy: np.ndarray, frame: np.ndarray | None, y: np.ndarray, elevation: np.ndarray,
-                   k: int = NEIGHBOURS) -> bool:
-    """Whether the context's values follow the ground between neighbours, enough for an elevation trend.
-
-    The elevation's share of the local departures (:func:`covariate_contrast`) times their count
-    must exceed :data:`ELEVATION_CONTRAST_CHI2`. A field unrelated to the ground is otherwise fitted
-    on elevation wherever elevation and position correlate over a task (mountains on one side),
-    and a hidden station unlike its neighbours in height takes that spurious lapse rate: on a
-    smooth random field at 60 Colorado stations the elevation trend raised the error by 14 %, while
-    monthly tmax in one month scores a median share of 0.66 over ~170 stations.
-    """
-    dy, de = _pooled_departures(xy, frame, y, elevation, k)
-    see, syy = float(de @ de), float(dy @ dy)
-    if see < 1e-12 or syy <= 0.0:
-        return False
-    return len(dy) * float((dy @ de) ** 2 / (see * syy)) > ELEVATION_CONTRAST_CHI2
+    return count * float(share) > ELEVATION_CONTRAST_CHI2
 
 
 def smooth_grid(values: np.ndarray, sigma: float = 1.0) -> np.ndarray:

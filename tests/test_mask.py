@@ -164,8 +164,8 @@ def test_a_forecast_of_a_grid_with_points_never_observed_warns():
 
 
 def test_points_outside_the_mask_are_never_far_from_the_data():
-    """A land-only field with wide sea: the sea's outputs are NaN, so no FarFromDataWarning (a new-user report)."""
-    from geonp.errors import FarFromDataWarning
+    """A land-only field with wide sea: its outputs are NaN, so no FarFromData or NoContext warning (a user report)."""
+    from geonp.errors import FarFromDataWarning, NoContextWarning
 
     lat, lon = 50 + 0.25 * np.arange(12), -6 + 0.25 * np.arange(36)
     la, lo = np.meshgrid(lat, lon, indexing="ij")
@@ -177,6 +177,7 @@ def test_points_outside_the_mask_are_never_far_from_the_data():
     mask = xr.DataArray(land, dims=("lat", "lon"))
     with warnings.catch_warnings():
         warnings.simplefilter("error", FarFromDataWarning)
+        warnings.simplefilter("error", NoContextWarning)  # sea tiles beyond reach got no window, and warned
         out = ds.np.infill("t", mask=mask, calibrate=False)
         fc = ds.np.forecast("t", hours=2, mask=mask, calibrate=False, reference="none")
     assert np.isnan(out.t_mean.values[:, ~land]).all() and np.isfinite(out.t_mean.values[:, land]).all()

@@ -167,15 +167,22 @@ def _terrain(n=120, seed=0):
 
 
 def test_follows_ground__a_lapse_rate_does_and_a_field_of_position_alone_does_not():
-    from geonp.trend import covariate_contrast, follows_ground
+    from geonp.trend import follows_ground, local_contrasts
 
     xy, e, smooth, rng = _terrain()
     lapse = smooth - 0.0065 * e + rng.normal(0, 0.1, len(e))
-    assert follows_ground(xy, None, lapse, e) and covariate_contrast(xy, None, lapse, e) > 0.5
+    share, count = local_contrasts(xy, None, lapse, e[:, None])
+    assert follows_ground(share[0], count) and share[0] > 0.5 and count == len(e)
     unrelated = smooth + rng.normal(0, 0.1, len(e))
     assert abs(np.corrcoef(unrelated, e)[0, 1]) > 0.5  # elevation and the field correlate over the task
-    assert not follows_ground(xy, None, unrelated, e)
-    assert not follows_ground(xy[:3], None, lapse[:3], e[:3])  # no frame with more than k points
+    share, count = local_contrasts(xy, None, unrelated, e[:, None])
+    assert not follows_ground(share[0], count)
+    share, count = local_contrasts(xy[:3], None, lapse[:3], e[:3, None])
+    assert count == 0 and share[0] == 0.0 and not follows_ground(share[0], count)  # no frame with more than k points
+    # two covariates at once are each one's own contrast
+    land = (xy[:, 1] > 5).astype(float)
+    both, _ = local_contrasts(xy, None, lapse, np.c_[land, e])
+    np.testing.assert_allclose(both, [local_contrasts(xy, None, lapse, c[:, None])[0][0] for c in (land, e)])
 
 
 def test_make_task__no_elevation_trend_for_values_that_do_not_follow_the_ground():

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import EmptyContextError
 from ..normalise import Normaliser
-from ..trend import LAND_CONTRAST_R2, basis_variance, covariate_contrast, follows_ground, static_basis
+from ..trend import LAND_CONTRAST_R2, basis_variance, follows_ground, local_contrasts, static_basis
 
 __all__ = ["Window", "Task", "make_task", "infill_tasks", "frame_groups", "forecast_tasks", "nearest_distance",
            "gap_to_context", "temporal_support", "coarsen_far", "FAR_GAP_UNITS", "FAR_GAP_MAX_FACTOR",
@@ -125,19 +125,24 @@ def make_task(norm: Normaliser, xc, yc, zc, ec, xt, zt, et, yt=None, lc=None, lt
 
     ``ec``/``et`` are the elevations (m) of the context and target points, ``lc``/``lt`` their
     land fractions, or ``None`` (:mod:`geonp.trend`; a quantity the targets lack is not fitted, nor a
-    land fraction the context values do not follow across coasts: :func:`geonp.trend.covariate_contrast`;
-    where they do not follow the ground between neighbours the elevation trend keeps only its position
-    surface: :func:`geonp.trend.follows_ground`).
+    land fraction the context values do not follow across coasts; where they do not follow the ground
+    between neighbours the elevation trend keeps only its position surface: :func:`geonp.trend.local_contrasts`,
+    :func:`geonp.trend.follows_ground`).
     With context on several frames and targets on them, each frame's own mean goes too (see
     :meth:`Normaliser.frame_offsets`).
     """
     offset = offset_var = None
     ec, lc = (None if et is None else ec), (None if lt is None else lc)
-    frames = xc[:, -1] if xc.shape[1] > 2 else None
-    if lc is not None and static_basis(None, lc) is not None and covariate_contrast(
-            xc[:, :2], frames, yc, lc) < LAND_CONTRAST_R2:
-        lc = lt = None  # the values do not change across the coast: no land trend
-    ground = ec is None or static_basis(ec, None) is None or follows_ground(xc[:, :2], frames, yc, ec)
+    # the local departures the land fraction and the elevation explain, from one neighbour search
+    with_l = lc is not None and static_basis(None, lc) is not None
+    with_e = norm.elevation_trend and ec is not None and static_basis(ec, None) is not None
+    ground = True
+    if with_l or with_e:
+        share, count = local_contrasts(xc[:, :2], xc[:, -1] if xc.shape[1] > 2 else None, yc,
+                                       np.stack([c for c, used in ((lc, with_l), (ec, with_e)) if used], 1))
+        if with_l and share[0] < LAND_CONTRAST_R2:
+            lc = lt = None  # the values do not change across the coast: no land trend
+        ground = not with_e or follows_ground(share[-1], count)  # else only the trend's position surface
     xyc, xyt = xc[:, :2], xt[:, :2]
     frame = norm.frame_offsets(yc, xc[:, -1], ec, xt[:, -1], et, lc, lt, xyc, xyt, variance=TREND_VARIANCE,
                                ground=ground) if xc.shape[1] > 2 else None
