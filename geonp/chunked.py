@@ -30,7 +30,7 @@ from .inference import ModelPayload, forecast_block, infill_block
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .surface import COASTLINE, find_land, land_like_source
-from .tiling import axis_steps_km, block_positions, block_windows, combine, output_blocks, tile_cells, window_task
+from .tiling import axis_steps_km, block_positions, combine, output_blocks, tile_cells, tile_plan, window_task
 
 __all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast"]
 
@@ -201,10 +201,10 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     tile = float(settings["tile"])
     cells = tile_cells(problem, tile)
     tiles = output_blocks(problem.target, chunks, cells)
-    windows = block_windows(problem, tiles, halo_km, cells, tile)
+    plan = tile_plan(problem, tiles, halo_km, cells, tile)
     fchunks = _frame_chunks(T, frames_per_block)
     group = frames_per_task(settings.get("frames_per_task", 1), half, payload.name)
-    n_blocks = sum(map(len, windows)) * len(fchunks) * int(np.prod(problem.extra_shape))
+    n_tasks = len(plan.tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
     norm = _block_norm(problem, calibration)
     t_units = problem.t_units
@@ -216,19 +216,17 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
         for fi, fr in enumerate(fchunks):
             fgroups = frame_groups(fr, group, T)
             lo, hi = max(0, fgroups[0][0] - half), min(T, fgroups[-1][-1] + half + 1)
-            for (slices, _), groups, pos in zip(tiles, windows, tile_pos):
+            predicted = {}  # each tile once, for every block it meets
+            for k, (sel, meta, shape, _) in plan.tiles.items():
+                m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
+                     "half_window": half_units, "norm": norm, "tile_shape": shape, "device": device,
+                     "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None,
+                     "groups": [g - lo for g in fgroups] if group > 1 else None,
+                     "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
+                predicted[k] = dask.delayed(infill_block, pure=True)(payload_d, _window(problem, e, lo, hi, sel), m)
+            for (slices, _), groups, pos in zip(tiles, plan.blocks, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
-                parts = []
-                for sel, meta, sub in groups:
-                    values = _window(problem, e, lo, hi, sel)
-                    m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
-                         "half_window": half_units, "norm": norm,
-                         "tile_shape": shape if sub is None else (len(sub),), "device": device,
-                         "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None,
-                         "groups": [g - lo for g in fgroups] if group > 1 else None,
-                         "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
-                    parts.append(dask.delayed(infill_block, pure=True)(payload_d, values, m))
-                blk = combine(parts, groups, (len(fr), *shape), 1)
+                blk = combine([predicted[k] for k, _, _ in groups], groups, (len(fr), *shape), 1)
                 full = (1,) * len(e) + (len(fr),) + shape
                 means[(*e, fi, *pos)] = da.from_delayed(blk[0], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
                 stds[(*e, fi, *pos)] = da.from_delayed(blk[1], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
@@ -249,9 +247,9 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     tile = float(settings["tile"])
     cells = tile_cells(problem, tile)
     tiles = output_blocks(problem.target, chunks, cells)
-    windows = block_windows(problem, tiles, halo_km, cells, tile)
+    plan = tile_plan(problem, tiles, halo_km, cells, tile)
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
-    n_blocks = sum(map(len, windows)) * len(ichunks) * int(np.prod(problem.extra_shape))
+    n_tasks = len(plan.tiles) * len(ichunks) * int(np.prod(problem.extra_shape))
     payload_d = dask.delayed(payload, pure=True, traverse=False)
     norm = _block_norm(problem, calibration)
     lead_hours = leads * problem.step_hours
@@ -264,25 +262,23 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for ci, ini in enumerate(ichunks):
             lo, hi = max(0, int(ini.min()) - W - reach + 1), int(ini.max()) + 1
-            for (slices, _), groups, pos in zip(tiles, windows, tile_pos):
+            predicted = {}  # each tile once, for every block it meets
+            for k, (sel, meta, shape, points) in plan.tiles.items():
+                m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
+                     "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
+                     "reach": reach, "norm": norm, "tile_shape": shape,
+                     "device": device, "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None}
+                # the initial frame at the tile's own points: calibrated forecasts shrink towards it
+                persist = None
+                if problem.norm.lead_mean_weight or calibration is not None:
+                    now = problem.data[(*e, ini)]  # [inits, *space], then the tile's slices or stations
+                    persist = window_task(now[(slice(None), *points)] if isinstance(points, tuple) else now[:, points])
+                predicted[k] = dask.delayed(forecast_block, pure=True)(
+                    payload_d, _window(problem, e, lo, hi, sel), m, persist)
+            for (slices, _), groups, pos in zip(tiles, plan.blocks, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
-                parts = []
-                for sel, meta, sub in groups:
-                    values = _window(problem, e, lo, hi, sel)
-                    m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
-                         "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
-                         "reach": reach, "norm": norm, "tile_shape": shape if sub is None else (len(sub),),
-                         "device": device, "batch_size": batch_size, "threads": 1 if n_blocks > 1 else None}
-                    # the initial frame at the tile's own points: calibrated forecasts shrink towards it
-                    persist = None
-                    if problem.norm.lead_mean_weight or calibration is not None:
-                        persist = problem.data[(*e, ini, *slices)]
-                        if sub is not None:  # the group's points, by their flat positions in the block
-                            persist = persist.reshape(len(ini), -1)[:, sub]
-                        persist = window_task(persist)
-                    parts.append(dask.delayed(forecast_block, pure=True)(payload_d, values, m, persist))
                 inner = (len(ini), len(leads), *shape)
-                blk = combine(parts, groups, inner, 2)
+                blk = combine([predicted[k] for k, _, _ in groups], groups, inner, 2)
                 full = (1,) * len(e) + inner
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)

@@ -79,6 +79,8 @@ def centre_of(lon: np.ndarray, lat: np.ndarray) -> tuple[float, float]:
     if norm < 1e-9:  # points spread over the whole globe: any centre is as good
         return 0.0, 0.0
     v = v / norm
+    if np.hypot(v[0], v[1]) < 1e-9:  # a pole (a polar cap's rings): its longitude is rounding noise, fix it
+        return 0.0, float(np.copysign(90.0, v[2]))
     return float(np.rad2deg(np.arctan2(v[1], v[0]))), float(np.rad2deg(np.arcsin(np.clip(v[2], -1, 1))))
 
 

@@ -1,4 +1,7 @@
-"""One prediction per pole on a longitude–latitude grid. No torch here.
+"""The poles of a longitude–latitude grid: one tile about each, one prediction per pole. No torch here.
+
+Towards a pole a grid's rows shrink, so its tiles there are merged into one cap each
+(:func:`polar_caps`).
 
 A grid with a row at latitude ±90° holds one point, the pole, once per longitude. Each copy is
 predicted by the tile it falls in, from that tile's window, so the copies of a pole missing from
@@ -9,12 +12,22 @@ the mean of the copies' predictions, and the std of their pooled variance.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
 
 from . import geo
 
-__all__ = ["pole_rows", "merge_pole_copies"]
+if TYPE_CHECKING:
+    from .chunked import Problem
+
+__all__ = ["CAP_GROWTH", "polar_caps", "pole_rows", "merge_pole_copies"]
+
+#: a polar band of tiles becomes one cap while the cap's window holds at most this many times the
+#: points of the band's largest tile's window (:func:`polar_caps`)
+CAP_GROWTH = 1.25
 
 
 def pole_rows(out: xr.Dataset, layout: geo.Layout) -> np.ndarray | None:
@@ -60,3 +73,52 @@ def merge_pole_copies(out: xr.Dataset, layout: geo.Layout, var: str) -> xr.Datas
         out[name] = new.assign_attrs(da.attrs)
         out[name].encoding = dict(da.encoding)
     return out
+
+
+def polar_caps(problem: Problem, ids: np.ndarray, window_points: Callable[[np.ndarray], int]) -> np.ndarray:
+    """``ids`` (from :func:`tile_ids`) with the bands of tiles about each pole of a global grid merged into caps.
+
+    Towards a pole a longitude–latitude grid's rows shrink, so the windows of every tile in a band
+    there hold the same rings of points about the pole, many times the points of a window at the
+    equator (a 1° grid: 3,600 against 330). Each of the band's tiles encoded that context again, and
+    on a 1° grid the two polar bands took 82 % of the attention (docs/benchmarks.md, "Polar caps").
+    Taken from each pole inwards, a band becomes one tile, whose window is centred on the pole, as
+    long as that window holds at most :data:`CAP_GROWTH` times the points of its largest tile's
+    (``window_points(target indices)``: the source points in their window, :func:`geonp.tiling.window`).
+    Only a grid whose rows (or columns) are whole circles of latitude is changed.
+    """
+    space = problem.target
+    if problem.frame is not None or not space.is_grid or len(space.shape) != 2:
+        return ids
+    ring = _ring_axis(space.lon.reshape(space.shape), space.lat.reshape(space.shape))
+    if ring is None:
+        return ids
+    band = 1 - ring
+    ids = ids.copy()
+    lat = space.lat
+    bands = np.unique(ids[:, band])
+    for hemisphere in (1.0, -1.0):
+        side = [r for r in bands if np.all(lat[ids[:, band] == r] * hemisphere >= 0)]
+        for r in sorted(side, key=lambda r: -np.abs(lat[ids[:, band] == r]).min()):
+            idx = np.flatnonzero(ids[:, band] == r)
+            parts, counts = np.unique(ids[idx, ring], return_counts=True)
+            if len(parts) == 1:
+                continue
+            largest = idx[ids[idx, ring] == parts[np.argmax(counts)]]
+            if window_points(idx) > CAP_GROWTH * window_points(largest):
+                break
+            ids[idx, ring] = parts[0]
+    return ids
+
+
+def _ring_axis(lon: np.ndarray, lat: np.ndarray) -> int | None:
+    """The axis along which a grid's latitude is constant and its longitudes close the circle, or ``None``."""
+    for axis in (1, 0):
+        if np.ptp(lat, axis=axis).max() > 1e-9:
+            continue
+        line = np.sort(np.mod(np.take(lon, 0, axis=1 - axis), 360.0))
+        if len(line) < 3:
+            return None
+        gaps = np.diff(np.append(line, line[0] + 360.0))
+        return axis if gaps.max() <= 2.0 * np.median(gaps) else None
+    return None

@@ -89,12 +89,10 @@ def gap_to_past(task: Task, n_points: int) -> np.ndarray:
     return np.tile(d, task.num_targets // n_points)
 
 
-def window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndarray | None = None,
-                domain: np.ndarray | None = None) -> np.ndarray:
-    """The distance (model units) from ``points`` to the data of each of ``group``'s frames.
+def window_gap(window: Window, n_source: int, group: np.ndarray, domain: np.ndarray | None = None) -> np.ndarray:
+    """The distance (model units) from each frame's missing source points to its data, over ``group``'s frames.
 
-    ``points`` (model units): a whole tile's targets; by default each frame's missing source points
-    (inside ``domain``, where the field is defined: ``mask=``).
+    Only missing points inside ``domain`` (where the field is defined: ``mask=``) count.
     """
     out = [np.zeros(0)]
     xy = window.xy[:n_source]
@@ -102,21 +100,17 @@ def window_gap(window: Window, n_source: int, group: np.ndarray, points: np.ndar
     for f in np.atleast_1d(group):
         ok = np.isfinite(window.values[f, :n_source])
         gap = ~ok & inside
-        if ok.any() and (points is not None or gap.any()):
-            out.append(nearest_distance(xy[gap] if points is None else points, xy[ok]))
+        if ok.any() and gap.any():
+            out.append(nearest_distance(xy[gap], xy[ok]))
     return np.concatenate(out)
 
 
 def deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> list:
     """Per frame group, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
 
-    The same for every block that holds a part of the group's tile, so that the decision does not
-    depend on how chunks cut tiles: filling gaps, those of every missing point of the window; at
-    ``targets=``, those of the whole tile's targets (``meta["reach_xy"]``, when the block holds a part).
+    Filling gaps, those of every missing point of the window; at ``targets=``, those of the tile's
+    targets (a tile is predicted whole, :func:`geonp.tiling.tile_plan`).
     """
     if meta.get("fill_gaps"):
         return [window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
-    if "reach_xy" in meta:
-        return [None if gap is None else window_gap(window, n_source, g, meta["reach_xy"])
-                for g, gap in zip(groups, gaps)]
     return list(gaps)

@@ -1,21 +1,22 @@
-"""Output blocks, prediction groups and their context windows (numpy only, no torch).
+"""Output blocks, the tiles they are predicted from and their context windows (numpy only, no torch).
 
 The target points are cut into **tiles** of about ``tile`` model units, laid out over the whole
 grid symmetrically about its middle (:func:`axis_tiles`), or over a station network's extent
-(:func:`tile_ids`). A prediction's output
-is cut into **blocks** (dask chunks: ``chunks=``, the input's own chunks, or by default the tiles
-themselves). Each block is predicted in **groups**, its intersections with the tiles, each from
-the **window** of its whole tile: the source points within the tile's reach plus a ``halo``. So
-a point's prediction depends neither on how the output is chunked nor on the order its axes are
-stored in (descending latitude, reversed longitude). Windows the size of the pretraining tasks
-predict better than one window over a large grid (docs/geometry.md). :func:`window_task` hands a
-block its window as one task on the input's own chunk tasks, so each chunk is read once.
+(:func:`tile_ids`). A prediction's output is cut into **blocks** (dask chunks: ``chunks=``, the
+input's own chunks, or by default the tiles themselves). Each tile is predicted once, as a whole,
+from its **window**: the source points within the tile's reach plus a ``halo``; each block takes
+its part of every tile it meets (:func:`tile_plan`). So a point's prediction depends neither on
+how the output is chunked nor on the order its axes are stored in (descending latitude, reversed
+longitude). On a global grid the bands of tiles about the poles become one tile each
+(:func:`geonp.poles.polar_caps`). Windows the size of the pretraining tasks predict better than
+one window over a large grid (docs/geometry.md). :func:`window_task` hands a block its window as
+one task on the input's own chunk tasks, so each chunk is read once.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import dask
 import numpy as np
@@ -24,6 +25,7 @@ from . import frames
 from .data.tasks import FAR_FROM_DATA_UNITS, nearest_distance
 from .frames import Frame
 from .normalise import grid_axis_spacing_km
+from .poles import polar_caps
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS",
            "axis_steps_km", "distance_km", "gap_reach",
            "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
-           "prediction_groups", "block_windows", "scatter", "combine", "window_task"]
+           "TilePlan", "tile_plan", "scatter", "combine", "window_task"]
 
 #: the largest default tile edge (grid cells; tiles span ``tile`` model units) and the station chunk
 DEFAULT_TILE = 128
@@ -149,23 +151,22 @@ def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[
     return [(sl, grid[sl].reshape(-1)) for sl in itertools.product(*per_dim)]
 
 
-def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np.ndarray | None = None):
+def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
     """Source selection (slices for grids, indices for stations) and the coordinates of points ``tile_idx``.
 
     The window holds the source points within ``halo_km`` of the reach of the target points
-    ``reach_idx`` (default ``tile_idx``: a whole tile, of which ``tile_idx`` may be a part), and
+    ``tile_idx`` (a whole tile), and
     at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre, unless they lie
     more than :data:`FAR_FROM_DATA_UNITS` beyond that reach (targets far from every observation,
     e.g. ``targets=`` on another continent, get no window: NaN and a ``NoContextWarning``).
     """
     src, tgt = problem.source, problem.target
-    reach_idx = tile_idx if reach_idx is None else reach_idx
-    lon0, lat0 = frames.centre_of(tgt.lon[reach_idx], tgt.lat[reach_idx])
+    lon0, lat0 = frames.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
     frame = problem.frame
     centre_km = None
     if frame is not None:
-        centre_km = tgt.km[reach_idx].mean(0)
-    reach = distance_km(tgt, reach_idx, lon0, lat0, frame, centre_km).max() + halo_km
+        centre_km = tgt.km[tile_idx].mean(0)
+    reach = distance_km(tgt, tile_idx, lon0, lat0, frame, centre_km).max() + halo_km
     dist = distance_km(src, None, lon0, lat0, frame, centre_km)
     fewest = min(MIN_WINDOW_POINTS, len(dist))
     if int((dist <= reach).sum()) < fewest:  # a small tile at an edge, but not reaching out to remote data
@@ -198,8 +199,6 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, reach_idx: np
         "ctx_domain": None if src.domain is None else src.domain[ctx_idx],  # gaps lie inside it (mask=)
         "tgt_domain": None if tgt.domain is None else tgt.domain[tile_idx],  # outputs outside it are NaN
     }
-    if len(reach_idx) != len(tile_idx) and not problem.fill_gaps:  # a part of the tile: the whole decides
-        meta["reach_xy"] = km_of(tgt, reach_idx) / unit         # the coarsening (geonp.reach.deepest_gaps)
     return sel, meta
 
 
@@ -221,48 +220,85 @@ def _span(hit: np.ndarray, n: int, periodic: bool) -> slice | np.ndarray:
     return slice(lo, hi + 1)
 
 
-def prediction_groups(tiles: np.ndarray, members: list[np.ndarray],
-                      idx: np.ndarray) -> list[tuple[np.ndarray | None, np.ndarray]]:
-    """A block's prediction groups: ``(positions in the block, or None for all of it; the whole tile)``.
+class TilePlan(NamedTuple):
+    """Which tiles each output block is predicted from (:func:`tile_plan`).
 
-    ``tiles`` numbers the tile of every target point (from :func:`tile_ids`), ``members[k]`` lists
-    the points of tile ``k`` and ``idx`` the block's points (row-major). A group is the block's
-    points in one tile, predicted from the window of the whole tile.
+    ``tiles[k]``: tile ``k``'s window selection, the metadata of its points (:func:`window`), the
+    shape of its prediction (a grid tile's rectangle, or the number of stations) and its points in
+    the target space (slices of a grid, or station indices). ``blocks[j]``: per tile that block
+    ``j`` meets, ``(k, positions in the block, positions in the tile's flat prediction)``, either
+    ``None`` when it is all of it.
     """
-    numbers, inv = np.unique(tiles[idx], return_inverse=True)
-    inv = inv.reshape(-1)
-    return [(None if len(numbers) == 1 else np.flatnonzero(inv == g), members[k]) for g, k in enumerate(numbers)]
+
+    tiles: dict
+    blocks: list
 
 
-def block_windows(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], tile: float) -> list[list[tuple]]:
-    """Per output block, its groups' ``(window selection, point metadata, positions in the block)``."""
-    tiles = np.unique(tile_ids(problem, cells, tile), axis=0, return_inverse=True)[1].reshape(-1)
-    order = np.argsort(tiles, kind="stable")
-    bounds = np.searchsorted(tiles[order], np.arange(int(tiles.max()) + 2))
-    members = [order[bounds[k]:bounds[k + 1]] for k in range(int(tiles.max()) + 1)]
-    out = []
+def tile_plan(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], tile: float) -> TilePlan:
+    """The tiles of the output ``blocks`` (from :func:`output_blocks`) and their windows, each tile once.
+
+    A tile is predicted as a whole from its window, once, and every block it meets takes its part:
+    so a point's prediction does not depend on how the output is chunked, and a tile cut by many
+    chunks (or a polar cap, :func:`polar_caps`) encodes its context once.
+    """
+    ids = polar_caps(problem, tile_ids(problem, cells, tile),
+                     lambda idx: len(window(problem, idx, halo_km)[1]["ctx_xy"]))
+    number = np.unique(ids, axis=0, return_inverse=True)[1].reshape(-1)
+    order = np.argsort(number, kind="stable")
+    bounds = np.searchsorted(number[order], np.arange(int(number.max()) + 2))
+    members = [order[bounds[k]:bounds[k + 1]] for k in range(int(number.max()) + 1)]
+    tiles, plan = {}, []
     for _, idx in blocks:
-        out.append([(*window(problem, idx if pos is None else idx[pos], halo_km, whole), pos)
-                    for pos, whole in prediction_groups(tiles, members, idx)])
-    return out
+        ks, inv = np.unique(number[idx], return_inverse=True)
+        inv = inv.reshape(-1)
+        groups = []
+        for g, k in enumerate(ks.tolist()):
+            whole = members[k]
+            if k not in tiles:
+                tiles[k] = (*window(problem, whole, halo_km), *_tile_shape(problem.target, whole))
+            pos = None if len(ks) == 1 else np.flatnonzero(inv == g)
+            mine = idx if pos is None else idx[pos]
+            groups.append((k, pos, None if len(mine) == len(whole) else np.searchsorted(whole, mine)))
+        plan.append(groups)
+    return TilePlan(tiles, plan)
 
 
-def scatter(parts: list, positions: list, shape: tuple, lead: int) -> tuple[np.ndarray, np.ndarray]:
-    """A block's mean and std (``shape``: ``lead`` leading dims, then space) from its groups'."""
+def _tile_shape(space: Space, points: np.ndarray) -> tuple[tuple[int, ...], tuple | np.ndarray]:
+    """A tile's prediction shape and its points: a grid tile's rectangle (and slices), or a station tile's indices."""
+    if not space.is_grid:
+        return (len(points),), points
+    coords = np.unravel_index(points, space.shape)
+    slices = tuple(slice(int(c.min()), int(c.max()) + 1) for c in coords)
+    shape = tuple(s.stop - s.start for s in slices)
+    if int(np.prod(shape)) != len(points):
+        raise ValueError(f"a grid tile of {len(points)} points is not a rectangle {shape}")  # products of runs
+    return shape, slices
+
+
+def scatter(parts: list, places: list, shape: tuple, lead: int) -> tuple[np.ndarray, np.ndarray]:
+    """A block's mean and std (``shape``: ``lead`` leading dims, then space) from the predictions of its tiles.
+
+    ``places``: per tile, its positions in the block and the block's positions in the tile's
+    flat prediction (``None``: all of them), as in :class:`TilePlan`.
+    """
     flat = (*shape[:lead], int(np.prod(shape[lead:])))
     mean = np.full(flat, np.nan, dtype=np.float32)
     std = np.full(flat, np.nan, dtype=np.float32)
-    for (m, sd), pos in zip(parts, positions):
-        mean[..., pos] = m.reshape(*flat[:lead], -1)
-        std[..., pos] = sd.reshape(*flat[:lead], -1)
+    for (m, sd), (pos, take) in zip(parts, places):
+        m, sd = m.reshape(*flat[:lead], -1), sd.reshape(*flat[:lead], -1)
+        if take is not None:
+            m, sd = m[..., take], sd[..., take]
+        where = slice(None) if pos is None else pos
+        mean[..., where] = m
+        std[..., where] = sd
     return mean.reshape(shape), std.reshape(shape)
 
 
 def combine(parts: list, groups: list, shape: tuple, lead: int):
-    """The delayed (mean, std) of a block: its one group's, or its groups' scattered together."""
-    if len(parts) == 1 and groups[0][2] is None:
+    """The delayed (mean, std) of a block: its one tile's, or its tiles' parts scattered together."""
+    if len(parts) == 1 and groups[0][1] is None and groups[0][2] is None:
         return parts[0]
-    return dask.delayed(scatter, pure=True)(parts, [g[2] for g in groups], shape, lead)
+    return dask.delayed(scatter, pure=True)(parts, [(pos, take) for _, pos, take in groups], shape, lead)
 
 
 def block_positions(tiles) -> list[tuple[int, ...]]:

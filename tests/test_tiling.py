@@ -141,16 +141,16 @@ def test_global_grid__windows_at_the_edge_of_the_array_wrap_round(monkeypatch):
     interior window), so the edge longitudes were predicted from windows all round the globe and
     the longitude convention (0..360 or −180..180) moved a hole at the edge by 1.2 K.
     """
-    import geonp.tiling
+    import geonp.chunked
 
-    sizes, real = [], geonp.tiling.window
+    sizes, real = [], geonp.chunked.tile_plan
 
     def recording(problem, *args, **kwargs):
-        sel, meta = real(problem, *args, **kwargs)
-        sizes.append(len(meta["ctx_lon"]))
-        return sel, meta
+        plan = real(problem, *args, **kwargs)
+        sizes.extend(len(meta["ctx_lon"]) for _, meta, _, _ in plan.tiles.values())
+        return plan
 
-    monkeypatch.setattr(geonp.tiling, "window", recording)
+    monkeypatch.setattr(geonp.chunked, "tile_plan", recording)
     lat, lon = np.arange(-42.5, 45.0, 5.0), np.arange(0.0, 360.0, 5.0)  # no polar rows
     la, lo = np.deg2rad(np.meshgrid(lat, lon, indexing="ij"))
     truth = 280.0 + 3.0 * np.cos(la) * np.cos(lo) + np.sin(la)
