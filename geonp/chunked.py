@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import dask
 import dask.array as da
@@ -58,6 +59,27 @@ class Space:
     @property
     def is_grid(self) -> bool:
         return len(self.dims) == 2
+
+    def in_band(self, centre: float, half_width: float, metric: bool) -> np.ndarray:
+        """Indices of the points whose latitude (``metric``: whose ``km`` y) lies within ``half_width`` of ``centre``.
+
+        Found by bisection in the points sorted once, so that a window on a large grid does not look
+        at every point (:func:`geonp.tiling.window`).
+        """
+        order, values = self._by_y if metric else self._by_lat
+        lo = int(np.searchsorted(values, centre - half_width, side="left"))
+        hi = int(np.searchsorted(values, centre + half_width, side="right"))
+        return np.sort(order[lo:hi])
+
+    @cached_property
+    def _by_lat(self) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(self.lat, kind="stable")
+        return order, self.lat[order]
+
+    @cached_property
+    def _by_y(self) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(self.km[:, 1], kind="stable")
+        return order, self.km[order, 1]
 
 
 def space_of(ds: xr.Dataset, layout: Layout, frame: Frame | None) -> Space:

@@ -167,22 +167,24 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
     if frame is not None:
         centre_km = tgt.km[tile_idx].mean(0)
     reach = distance_km(tgt, tile_idx, lon0, lat0, frame, centre_km).max() + halo_km
-    dist = distance_km(src, None, lon0, lat0, frame, centre_km)
-    fewest = min(MIN_WINDOW_POINTS, len(dist))
+    metric = frame is not None and src.km is not None
+    # only the points whose latitude (or y) could be within reach: a great-circle distance is at least
+    # the difference in latitude (a tiny margin for rounding; the distances decide)
+    half = reach + 1e-6 if metric else np.rad2deg(reach / frames.EARTH_RADIUS_KM) + 1e-6
+    cand = src.in_band(centre_km[1] if metric else lat0, half, metric)
+    dist = distance_km(src, cand, lon0, lat0, frame, centre_km)
+    fewest = min(MIN_WINDOW_POINTS, src.size)
     if int((dist <= reach).sum()) < fewest:  # a small tile at an edge, but not reaching out to remote data
+        cand, dist = np.arange(src.size), distance_km(src, None, lon0, lat0, frame, centre_km)
         reach = min(float(np.partition(dist, fewest - 1)[fewest - 1]), reach + FAR_FROM_DATA_UNITS * problem.unit_km)
-    near = dist <= reach
+    near = cand[dist <= reach]  # ascending point indices
     if src.is_grid:
-        grid = near.reshape(src.shape)
-        sel = []
-        for axis in range(2):
-            hit = np.flatnonzero(grid.any(axis=1 - axis))
-            sel.append(_span(hit, src.shape[axis], periodic=frame is None))
-        sel = tuple(sel)
-        ctx_idx = np.arange(src.size).reshape(src.shape)[sel].reshape(-1)
+        hits = np.unravel_index(near, src.shape)
+        sel = tuple(_span(np.unique(hits[axis]), src.shape[axis], periodic=frame is None) for axis in range(2))
+        rows, cols = (np.arange(n)[s] for n, s in zip(src.shape, sel))
+        ctx_idx = np.ravel_multi_index(np.ix_(rows, cols), src.shape).reshape(-1)
     else:
-        sel = np.flatnonzero(near)
-        ctx_idx = sel
+        sel = ctx_idx = near
     local = frame if frame is not None else Frame("aeqd", lon0, lat0)
 
     def km_of(space: Space, idx: np.ndarray) -> np.ndarray:
