@@ -37,7 +37,7 @@ import numpy as np
 
 from .errors import NO_CONTEXT_MESSAGE, NoContextWarning, warn_user
 from .memo import ProcessMemo
-from .tiling import window_task
+from .tiling import one_layer, window_task
 
 __all__ = ["MAX_GAP", "FrameStats", "frame_stats", "bridge_empty"]
 
@@ -162,7 +162,7 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
             shape = (2, size, *[c.stop - c.start for c in cut])
             blocks[(i, *tile)] = da.from_delayed(out, shape=shape, dtype=np.float32)
         start = stop
-    out = da.block(_nest(blocks))
+    out = one_layer(da.block(_nest(blocks)))
     return (da.moveaxis(out[0], 0, time_axis).astype(mean.dtype),
             da.moveaxis(out[1], 0, time_axis).astype(std.dtype))
 

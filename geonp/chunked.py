@@ -31,7 +31,16 @@ from .inference import ModelPayload, forecast_block, infill_block
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .surface import COASTLINE, find_land, land_like_source
-from .tiling import axis_steps_km, block_positions, combine, output_blocks, tile_cells, tile_plan, window_task
+from .tiling import (
+    axis_steps_km,
+    block_positions,
+    combine,
+    one_layer,
+    output_blocks,
+    tile_cells,
+    tile_plan,
+    window_task,
+)
 
 __all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast"]
 
@@ -252,7 +261,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
                 full = (1,) * len(e) + (len(fr),) + shape
                 means[(*e, fi, *pos)] = da.from_delayed(blk[0], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
                 stds[(*e, fi, *pos)] = da.from_delayed(blk[1], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
-    return da.block(means.tolist()), da.block(stds.tolist())
+    return one_layer(da.block(means.tolist())), one_layer(da.block(stds.tolist()))
 
 
 def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, inits: np.ndarray, leads: np.ndarray,
@@ -304,7 +313,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
                 full = (1,) * len(e) + inner
                 means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
                 stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)
-    return da.block(means.tolist()), da.block(stds.tolist())
+    return one_layer(da.block(means.tolist())), one_layer(da.block(stds.tolist()))
 
 
 def _window(problem: Problem, e: tuple, lo: int, hi: int, sel):

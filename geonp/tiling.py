@@ -19,6 +19,7 @@ import itertools
 from typing import TYPE_CHECKING, NamedTuple
 
 import dask
+import dask.array as da
 import numpy as np
 
 from . import frames
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS",
            "axis_steps_km", "distance_km", "gap_reach",
            "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
-           "TilePlan", "tile_plan", "scatter", "combine", "window_task"]
+           "TilePlan", "tile_plan", "scatter", "combine", "window_task", "one_layer"]
 
 #: the largest default tile edge (grid cells; tiles span ``tile`` model units) and the station chunk
 DEFAULT_TILE = 128
@@ -355,3 +356,14 @@ def window_task(values) -> Delayed:
 
 def _join(pieces: list) -> np.ndarray:
     return np.block(pieces)
+
+
+def one_layer(array: da.Array) -> da.Array:
+    """``array`` with its graph as one layer: the same tasks and keys, so each source chunk is still read once.
+
+    A prediction's graph has a layer per task (every ``dask.delayed`` call and block adds one), and
+    dask's cull at compute, like every later ``dask.delayed`` call on a block, costs the number of
+    layers times the keys: quadratic in the blocks. A 0.5° global grid's graph (2,972 tiles) took
+    118 s to build and run with no prediction, 27 s as one layer (docs/benchmarks.md, "Polar caps").
+    """
+    return da.Array(dict(array.__dask_graph__()), array.name, array.chunks, meta=array._meta)
