@@ -76,16 +76,18 @@ def merge_pole_copies(out: xr.Dataset, layout: geo.Layout, var: str) -> xr.Datas
 
 
 def polar_caps(problem: Problem, ids: np.ndarray, window_points: Callable[[np.ndarray], int]) -> np.ndarray:
-    """``ids`` (from :func:`tile_ids`) with the bands of tiles about each pole of a global grid merged into caps.
+    """``ids`` (from :func:`tile_ids`) with the tiles about each pole of a global grid merged: caps, then runs.
 
-    Towards a pole a longitude–latitude grid's rows shrink, so the windows of every tile in a band
-    there hold the same rings of points about the pole, many times the points of a window at the
-    equator (a 1° grid: 3,600 against 330). Each of the band's tiles encoded that context again, and
-    on a 1° grid the two polar bands took 82 % of the attention (docs/benchmarks.md, "Polar caps").
-    Taken from each pole inwards, a band becomes one tile, whose window is centred on the pole, as
-    long as that window holds at most :data:`CAP_GROWTH` times the points of its largest tile's
-    (``window_points(target indices)``: the source points in their window, :func:`geonp.tiling.window`).
-    Only a grid whose rows (or columns) are whole circles of latitude is changed.
+    Towards a pole a longitude–latitude grid's rows shrink, so the windows of neighbouring tiles in a
+    band there hold mostly the same points, and many more than a window at the equator (a 1° grid:
+    3,600 about the pole against 330). Each tile encoded that context again: on a 1° grid the two
+    polar bands took 82 % of the attention (docs/benchmarks.md, "Polar caps"). Taken from each pole
+    inwards, a band becomes one tile (a cap, its window centred on the pole) as long as that window
+    holds at most :data:`CAP_GROWTH` times the points of its largest tile's
+    (``window_points(target indices)``: the source points in their window,
+    :func:`geonp.tiling.window`); otherwise runs of neighbouring tiles as long as that holds for
+    them, down to the first band where even two tiles would not. Only a grid whose rows (or
+    columns) are whole circles of latitude is changed.
     """
     space = problem.target
     if problem.frame is not None or not space.is_grid or len(space.shape) != 2:
@@ -101,13 +103,20 @@ def polar_caps(problem: Problem, ids: np.ndarray, window_points: Callable[[np.nd
         side = [r for r in bands if np.all(lat[ids[:, band] == r] * hemisphere >= 0)]
         for r in sorted(side, key=lambda r: -np.abs(lat[ids[:, band] == r]).min()):
             idx = np.flatnonzero(ids[:, band] == r)
-            parts, counts = np.unique(ids[idx, ring], return_counts=True)
-            if len(parts) == 1:
+            parts, position = np.unique(ids[idx, ring], return_inverse=True)
+            n = len(parts)
+            if n == 1:
                 continue
-            largest = idx[ids[idx, ring] == parts[np.argmax(counts)]]
-            if window_points(idx) > CAP_GROWTH * window_points(largest):
+            limit = CAP_GROWTH * window_points(idx[position == np.argmax(np.bincount(position))])
+            run = n if window_points(idx) <= limit else 1
+            while run == 1 or 2 * run < n:  # the longest run (doubling) whose window stays within the limit
+                if window_points(idx[position < 2 * run]) > limit:
+                    break
+                run *= 2
+            if run == 1:
                 break
-            ids[idx, ring] = parts[0]
+            groups = -(-n // run)
+            ids[idx, ring] = position * groups // n  # runs of at most ``run`` tiles, as equal as can be
     return ids
 
 

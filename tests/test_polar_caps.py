@@ -111,3 +111,42 @@ def test_station_forecast__chunks_that_cut_tiles_give_the_same_bits(monkeypatch)
     np.testing.assert_array_equal(lazy.t_mean.values, out.t_mean.values)
     np.testing.assert_array_equal(lazy.t_std.values, out.t_std.values)
     assert len(calls) == 2 * n_tasks
+
+
+def test_polar_caps__a_cap_then_runs_of_tiles_then_tiles_as_they_were():
+    """On a 1° grid: one cap per pole, runs of tiles in the bands next to it, the rest untouched."""
+    from types import SimpleNamespace
+
+    from geonp.frames import EARTH_RADIUS_KM, centre_of
+    from geonp.poles import CAP_GROWTH, polar_caps
+    from geonp.tiling import axis_tiles
+
+    lat, lon = np.meshgrid(np.arange(90.0, -90.5, -1.0), np.arange(0.0, 360.0, 1.0), indexing="ij")
+    target = SimpleNamespace(is_grid=True, shape=lat.shape, lon=lon.ravel(), lat=lat.ravel())
+    problem = SimpleNamespace(frame=None, target=target)
+    rows, cols = np.meshgrid(axis_tiles(lat.shape[0], 8), axis_tiles(lat.shape[1], 8), indexing="ij")
+    ids = np.stack([rows.ravel(), cols.ravel()], -1)
+    la, lo = np.deg2rad(target.lat), np.deg2rad(target.lon)
+    xyz = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+
+    def window_points(idx):  # the rows and (circular) columns of the points within reach plus a 300 km halo
+        lon0, lat0 = np.deg2rad(centre_of(target.lon[idx], target.lat[idx]))
+        c = np.array([np.cos(lat0) * np.cos(lon0), np.cos(lat0) * np.sin(lon0), np.sin(lat0)])
+        km = np.arccos(np.clip(xyz @ c, -1.0, 1.0)) * EARTH_RADIUS_KM
+        r, k = np.unravel_index(np.flatnonzero(km <= km[idx].max() + 300.0), lat.shape)
+        k = np.unique(k)
+        gaps = np.diff(np.append(k, k[0] + lat.shape[1]))
+        return len(np.unique(r)) * (lat.shape[1] - int(gaps.max()) + 1)
+
+    merged = polar_caps(problem, ids, window_points)
+    per_band = {r: len(np.unique(merged[ids[:, 0] == r, 1])) for r in np.unique(ids[:, 0])}
+    n_cols, last = len(np.unique(ids[:, 1])), max(per_band)
+    assert per_band[0] == per_band[last] == 1  # a cap about each pole
+    assert 1 < per_band[1] < n_cols and per_band[1] == per_band[last - 1]  # runs next to them, the same both sides
+    assert per_band[last // 2] == n_cols  # the equator as it was
+    for r in (1, 2):
+        band = np.flatnonzero(ids[:, 0] == r)
+        one = max(window_points(band[ids[band, 1] == c]) for c in np.unique(ids[band, 1]))
+        for g in np.unique(merged[band, 1]):
+            assert window_points(band[merged[band, 1] == g]) <= CAP_GROWTH * one + 1e-9
+    assert polar_caps(SimpleNamespace(frame=object(), target=target), ids, window_points) is ids  # projected
