@@ -146,7 +146,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         out = out.isel(__time__=0, drop=True)
     if target is None:
         observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
-        if lazy and observed.chunks is None:  # a file's lazily read variable: read block by block, never whole
+        if lazy:  # the prediction's chunks: on the input's own, to_zarr recomputed a larger prediction chunk per piece
             observed = observed.chunk(out[f"{layout.var}_mean"].chunksizes)
         dtype = np.result_type(src.dtype, np.float32)  # float64 observations are kept to the last bit
         filled = observed.astype(dtype).where(np.isfinite(observed), out[f"{layout.var}_mean"].astype(dtype))

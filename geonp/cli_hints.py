@@ -103,7 +103,8 @@ def cli_hints(message: str, command: str, options: dict[str, argparse.Action] | 
     line: ``reference='none'`` -> ``--reference none``, ``hours=6`` -> ``--hours 6``, ``init_time=...`` ->
     ``--init-time ...``, ``calibrate=False`` -> ``--no-calibrate``, ``overwrite=True`` -> ``--overwrite``,
     ``covariates=['elevation']`` -> ``--covariates elevation``, ``context_frames=`` -> ``--context-frames``.
-    A CLI note the message already gives beside the hint (``overwrite=True (CLI: --overwrite)``) is not repeated.
+    A CLI note the message already gives beside the hint (``overwrite=True (CLI: --overwrite)``, ``task='forecast'
+    (CLI: geonp fit --task forecast)``) is not repeated.
 
     Left as they are: names the subcommand has no option for, values it cannot take (``calibrate='auto'``, a
     choice it does not offer), tokens inside a call's parentheses (``ds.resample(time='1h')``,
@@ -134,7 +135,8 @@ def cli_hints(message: str, command: str, options: dict[str, argparse.Action] | 
         if flag is None:
             continue
         stop = m.end()
-        note = re.compile(r"\s*\(CLI:?\s+(" + re.escape(flag.split()[0]) + r"(?![\w-])[^()]*)\)").match(message, stop)
+        note = re.compile(r"\s*\(CLI:?\s+(?:geonp\s+\w+\s+)?(" + re.escape(flag.split()[0])
+                          + r"(?![\w-])[^()]*)\)").match(message, stop)
         if note is not None:  # "targets= (CLI --targets PATH)" -> "--targets PATH"; "overwrite=True (CLI: --overwrite)"
             flag, stop = (note[1].strip() if m["value"] == "" else flag), note.end()
         out += [message[end:m.start()], flag]

@@ -860,6 +860,8 @@ def test_cli__error_hints_are_in_cli_syntax(nc, tmp_path, capsys):
     ("infill", "pass overwrite=True (CLI: --overwrite) or choose another path",
      "pass --overwrite or choose another path"),
     ("infill", "or pass targets= (CLI --targets PATH) to predict", "or pass --targets PATH to predict"),
+    ("fit", "fit one with task='forecast' (CLI: geonp fit --task forecast) or use",
+     "fit one with --task forecast or use"),
     ("infill", "Pass crs= (e.g. crs='EPSG:27700', CLI --crs) or", "Pass --crs (e.g. --crs EPSG:27700) or"),
     ("infill", "use a shipped model (model='bsa-tnp').", "use a shipped model (--model bsa-tnp)."),
     ("fit", "pass covariates=['elevation', ...], or none (covariates=[]).",

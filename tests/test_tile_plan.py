@@ -1,4 +1,4 @@
-"""Each tile predicted once, whatever the chunks; the polar bands of a global grid as one cap each."""
+"""Each tile predicted once whatever the chunks, and written once; a global grid's polar tiles as caps and runs."""
 
 import pyproj  # noqa: F401  isort: skip
 
@@ -150,3 +150,19 @@ def test_polar_caps__a_cap_then_runs_of_tiles_then_tiles_as_they_were():
         for g in np.unique(merged[band, 1]):
             assert window_points(band[merged[band, 1] == g]) <= CAP_GROWTH * one + 1e-9
     assert polar_caps(SimpleNamespace(frame=object(), target=target), ids, window_points) is ids  # projected
+
+
+def test_to_zarr__a_prediction_chunk_larger_than_the_inputs_is_computed_once(monkeypatch, tmp_path):
+    """``{var}_filled`` took the input's (smaller) chunks, so to_zarr wrote regions that each recomputed the chunk."""
+    from tests.test_tiling import grid
+
+    calls = _recording(monkeypatch, "infill_block")
+    ds = grid(times=6).chunk({"time": 2})
+    out = ds.np.infill("t2m", chunks={"time": 6})
+    assert {name: out[name].chunks[0] for name in out.data_vars} == dict.fromkeys(out.data_vars, (6,))
+    geonp.to_zarr(out, tmp_path / "o.zarr", progress=False)
+    n = len(calls)
+    eager = ds.compute().np.infill("t2m")
+    assert n == len(calls) - n  # the same tiles, each predicted once
+    back = xr.open_zarr(tmp_path / "o.zarr")
+    np.testing.assert_allclose(back.t2m_filled, eager.t2m_filled, atol=1e-4)
