@@ -148,6 +148,10 @@ class MissingCovariateWarning(UserWarning):
     """An elevation is left out: ``targets=`` lack the data's, or its relief is too small for a trend."""
 
 
+class ShortFitWarning(UserWarning):
+    """A fit on a time budget (``max_time=``) ran so few steps that it changed little, in a way no one can repeat."""
+
+
 class ShortHistoryWarning(UserWarning):
     """A forecast starts from an initial time with a single frame of history, or from a frame without observations."""
 

@@ -21,7 +21,15 @@ from . import frames, geo, timeaxis
 from .calibration import calibrate
 from .chunked import build_problem
 from .data import SamplerConfig, TaskSampler, Window
-from .errors import ConfigError, ModelMismatchError, NoDataError, TimeAxisError, VariableNotFoundError
+from .errors import (
+    ConfigError,
+    ModelMismatchError,
+    NoDataError,
+    ShortFitWarning,
+    TimeAxisError,
+    VariableNotFoundError,
+    warn_user,
+)
 from .inference import collate, resolve_device
 from .model import Model, check_settings, default_settings, resolve_model
 from .models import Batch, NeuralProcess, build_model, model_names
@@ -35,6 +43,9 @@ __all__ = ["fit_model", "init_from", "TaskSource", "MAX_LEAD", "MAX_VALUES"]
 
 #: values of the variable read into memory for training
 MAX_VALUES = 50_000_000
+
+#: a fit on a time budget that ran fewer steps warns (:class:`~geonp.errors.ShortFitWarning`)
+FEW_STEPS = 50
 
 #: longest lead (frames) that forecast training and calibration draw; longer leads reuse its calibration
 MAX_LEAD = 6
@@ -270,6 +281,11 @@ def fit_model(
                       cpu_seconds=float(result.cpu_seconds),
                       final_loss=float(result.history[-1]["loss"]) if result.history else None,
                       best_val_loss=result.best_val)
+        if max_time is not None and not steps and record["steps"] < FEW_STEPS:
+            warn_user(f"The fit ran only {record['steps']} training steps in max_time={max_time:g} s: it changed the "
+                      f"weights little, and how many steps fit in the time depends on the machine and its load, so the "
+                      f"same call gives another model next time. Pass steps= (e.g. steps=500) for a reproducible fit, "
+                      f"or a longer max_time.", ShortFitWarning)
     net = net.cpu().eval()
     if calibration_tasks > 0:
         raw = None

@@ -933,3 +933,14 @@ def test_fit_refuses_options_of_the_other_task():
         a.np.fit("t2m", task="forecast", steps=0, time_window=2, progress=False)
     with pytest.raises(geonp.ConfigError, match="land='lsm': forecasts use no land-sea trend"):
         a.np.fit("t2m", task="forecast", steps=0, land="lsm", progress=False)
+
+
+def test_fit__a_time_budget_that_ran_few_steps_warns():
+    """How many steps fit in max_time depends on the machine's load: 3 to 145 for one call (a new-user report)."""
+    st = stations(times=6)
+    with pytest.warns(geonp.ShortFitWarning, match=r"ran only \d+ training steps in max_time=0.3 s.*Pass steps="):
+        model = st.np.fit("tmax", max_time=0.3, progress=False, seed=0)
+    assert model.metadata["steps"] < 50
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.ShortFitWarning)
+        st.np.fit("tmax", steps=2, progress=False, seed=0)  # a step budget is reproducible: no warning
