@@ -147,7 +147,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if target is None:
         observed = src.transpose(*[d for d in out[f"{layout.var}_mean"].dims])
         if lazy:  # the prediction's chunks: on the input's own, to_zarr recomputed a larger prediction chunk per piece
-            observed = observed.chunk(out[f"{layout.var}_mean"].chunksizes)
+            observed = observed.chunk(out[f"{layout.var}_mean"].variable.chunksizes)
         dtype = np.result_type(src.dtype, np.float32)  # float64 observations are kept to the last bit
         filled = observed.astype(dtype).where(np.isfinite(observed), out[f"{layout.var}_mean"].astype(dtype))
         filled.attrs, filled.encoding = variable_attrs(src, "filled", layout.var), {}  # not the input's own

@@ -157,7 +157,8 @@ def test_to_zarr__a_prediction_chunk_larger_than_the_inputs_is_computed_once(mon
     from tests.test_tiling import grid
 
     calls = _recording(monkeypatch, "infill_block")
-    ds = grid(times=6).chunk({"time": 2})
+    ds = grid(times=6)
+    ds = ds.assign_coords(valid_time=("time", ds.time.values)).chunk({"time": 2})  # a coordinate on the input's chunks
     out = ds.np.infill("t2m", chunks={"time": 6})
     assert {name: out[name].chunks[0] for name in out.data_vars} == dict.fromkeys(out.data_vars, (6,))
     geonp.to_zarr(out, tmp_path / "o.zarr", progress=False)
