@@ -27,8 +27,8 @@ from .pretrained import PRETRAINED, shipped_name
 
 __all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
            "delayed_calibration", "forecast_calibration", "infill_calibration", "note",
-           "trend_weights", "warn_uncalibrated_seasonal", "AUTO_CALIBRATION_INITS", "AUTO_CALIBRATION_POINTS",
-           "CALIBRATION_FIELDS", "CALIBRATION_VALUES"]
+           "trend_weights", "warn_uncalibrated_seasonal", "grid_roughness", "AUTO_CALIBRATION_INITS",
+           "AUTO_CALIBRATION_POINTS", "ROUGH_GRID", "CALIBRATION_FIELDS", "CALIBRATION_VALUES"]
 
 #: initial times the history must hold before a forecast calibrates the shipped weights by default
 AUTO_CALIBRATION_INITS = 24
@@ -44,6 +44,12 @@ CALIBRATION_VALUES = 4_000_000
 #: from networks of 3 observed stations up, calibrating cut the NLL of hidden Colorado stations from
 #: 4.6–67 to 1.8–4.1 (benchmarks/small_networks.py, docs/benchmarks.md "Small station networks")
 AUTO_CALIBRATION_POINTS = 3
+
+#: a grid whose neighbour differences are this large against those two cells apart (along either axis;
+#: a smooth field ~0.25, pure noise 1, ERA5 t2m 0.31–0.35) is calibrated by default: noise from cell to
+#: cell is what the weights' priors lack (a 1° global field with 0.3 K noise: coverage 0.69 alone,
+#: 0.95 calibrated; docs/benchmarks.md, "Rough grids calibrated")
+ROUGH_GRID = 0.7
 
 #: the normaliser fields a calibration sets; every other field stays the shipped weights'
 CALIBRATION_FIELDS = ("std_scale", "infill_mean_weight", "infill_std_base", "infill_std_extra", "gap_distance",
@@ -66,15 +72,16 @@ def infill_calibration(calibrate, model, ds: xr.Dataset, layout: geo.Layout, n_o
     ``"auto"`` calibrates shipped weights on station data with at least
     :data:`AUTO_CALIBRATION_POINTS` observed values (``n_obs``): their nugget is what the
     shipped weights miss, in networks of every size measured
-    (docs/benchmarks.md). On grids calibration made the intervals wider
-    than needed, so grids are left to the network unless ``calibrate=True``, or unless they are
+    (docs/benchmarks.md). On smooth grids calibration made the intervals wider
+    than needed, so grids are left to the network unless ``calibrate=True``, unless they are
     departures from each point's annual cycle (``seasonal``): smoother than the weights' priors, their
-    intervals were too narrow (a monthly grid of 20 years: coverage 0.74 alone, 0.95 calibrated).
+    intervals were too narrow (a monthly grid of 20 years: coverage 0.74 alone, 0.95 calibrated), or
+    rough from cell to cell (:func:`grid_roughness` at least :data:`ROUGH_GRID`).
     """
     auto = calibrate == "auto"
     if auto:
-        calibrate = (shipped_name(model) is not None and (len(layout.space_dims) == 1 or seasonal)
-                     and n_obs >= AUTO_CALIBRATION_POINTS)
+        calibrate = (shipped_name(model) is not None and n_obs >= AUTO_CALIBRATION_POINTS
+                     and (len(layout.space_dims) == 1 or seasonal or grid_roughness(ds, layout) >= ROUGH_GRID))
     return delayed_calibration(model, ds, layout, "infill", auto=auto, **options) if calibrate else None
 
 
@@ -136,6 +143,31 @@ def calibrated_leads(leads: int, history_frames: int, context_frames: int, lag: 
     """
     room = int(history_frames) - int(lag) - int(context_frames) - AUTO_CALIBRATION_INITS + 1
     return int(max(MAX_LEAD, min(int(leads), MAX_CALIBRATED_LEAD, room)))
+
+
+def grid_roughness(ds: xr.Dataset, layout: geo.Layout) -> float:
+    """How rough a grid is from cell to cell: the larger, over its two axes, of mean Δ₁² / mean Δ₂².
+
+    Δ₁ and Δ₂ are the differences between observed cells one and two apart along the axis, in a
+    sample of at most 8 frames of the part a calibration reads (:func:`calibration_sample`). A
+    smooth field gives about 0.25, noise from cell to cell 1. ``nan`` without enough pairs.
+    """
+    index = calibration_sample(ds, layout, 1, 500_000)
+    da = ds[layout.var].isel(index).transpose(*layout.extra_dims, *[d for d in (layout.time,) if d],
+                                              *layout.space_dims)
+    values = np.asarray(da.values, dtype=np.float64).reshape(-1, *da.shape[-2:])
+    values = values[np.linspace(0, len(values) - 1, min(8, len(values))).round().astype(int)]
+    ratios = []
+    for axis in (1, 2):
+        n = values.shape[axis]
+        if n < 3:
+            continue
+        one = np.diff(values, axis=axis)
+        two = values.take(range(2, n), axis=axis) - values.take(range(n - 2), axis=axis)
+        one, two = one[np.isfinite(one)], two[np.isfinite(two)]
+        if len(one) >= 16 and len(two) >= 16 and np.mean(two**2) > 0:
+            ratios.append(float(np.mean(one**2) / np.mean(two**2)))
+    return max(ratios) if ratios else float("nan")
 
 
 def calibration_sample(ds: xr.Dataset, layout: geo.Layout, min_frames: int, max_values: int | None = None) -> dict:
