@@ -23,6 +23,7 @@ from .fitting import MAX_LEAD, fit_model
 from .memo import ProcessMemo
 from .model import Model, check_settings, default_settings
 from .normalise import Normaliser
+from .planning import PLAN_FRAMES
 from .pretrained import PRETRAINED, shipped_name
 
 __all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
@@ -148,15 +149,19 @@ def calibrated_leads(leads: int, history_frames: int, context_frames: int, lag: 
 def grid_roughness(ds: xr.Dataset, layout: geo.Layout) -> float:
     """How rough a grid is from cell to cell: the larger, over its two axes, of mean Δ₁² / mean Δ₂².
 
-    Δ₁ and Δ₂ are the differences between observed cells one and two apart along the axis, in a
-    sample of at most 8 frames of the part a calibration reads (:func:`calibration_sample`). A
-    smooth field gives about 0.25, noise from cell to cell 1. ``nan`` without enough pairs.
+    Δ₁ and Δ₂ are the differences between observed cells one and two apart along the axis, in 8
+    of the frames planning reads (of two indices of the extra dims), cropped as a calibration reads
+    them (:func:`calibration_sample`). A smooth field gives about 0.25, noise from cell to cell 1.
+    ``nan`` without enough pairs.
     """
     index = calibration_sample(ds, layout, 1, 500_000)
+    if layout.time is not None:  # 8 of the frames planning reads (geonp.planning.observed_stats), no others
+        T = ds.sizes[layout.time]
+        index[layout.time] = np.unique(np.linspace(0, T - 1, min(T, PLAN_FRAMES)).round().astype(int))[::4]
+    index.update({d: slice(0, 2) for d in layout.extra_dims})
     da = ds[layout.var].isel(index).transpose(*layout.extra_dims, *[d for d in (layout.time,) if d],
                                               *layout.space_dims)
     values = np.asarray(da.values, dtype=np.float64).reshape(-1, *da.shape[-2:])
-    values = values[np.linspace(0, len(values) - 1, min(8, len(values))).round().astype(int)]
     ratios = []
     for axis in (1, 2):
         n = values.shape[axis]
