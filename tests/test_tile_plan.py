@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from test_tiling import grid
 
 import geonp  # noqa: F401  registers ds.np
 import geonp.chunked
@@ -78,8 +79,6 @@ def test_global_grid__chunks_that_cut_the_caps_give_the_same_bits(monkeypatch, c
 
 
 def test_regional_grid__each_tile_predicted_once_whatever_the_chunks(monkeypatch):
-    from tests.test_tiling import grid
-
     calls = _recording(monkeypatch, "infill_block")
     ds = grid()
     out = ds.np.infill("t2m", tile=2.0, halo=1.0)
@@ -154,8 +153,6 @@ def test_polar_caps__a_cap_then_runs_of_tiles_then_tiles_as_they_were():
 
 def test_to_zarr__a_prediction_chunk_larger_than_the_inputs_is_computed_once(monkeypatch, tmp_path):
     """``{var}_filled`` took the input's (smaller) chunks, so to_zarr wrote regions that each recomputed the chunk."""
-    from tests.test_tiling import grid
-
     calls = _recording(monkeypatch, "infill_block")
     ds = grid(times=6)
     ds = ds.assign_coords(valid_time=("time", ds.time.values)).chunk({"time": 2})  # a coordinate on the input's chunks
@@ -171,8 +168,6 @@ def test_to_zarr__a_prediction_chunk_larger_than_the_inputs_is_computed_once(mon
 
 def test_a_prediction_graph_is_a_few_layers_however_many_blocks():
     """A layer per task made dask's cull quadratic in the blocks (a 0.5° global frame: 118 s of graph, 27 s now)."""
-    from tests.test_tiling import grid
-
     ds = grid(times=4).chunk({"time": 1})
     for chunks in ({"time": 1}, {"time": 1, "latitude": 3, "longitude": 4}):
         data = ds.np.infill("t2m", tile=2.0, halo=1.0, chunks=chunks).t2m_mean.data
