@@ -49,7 +49,7 @@ AUTO_CALIBRATION_POINTS = 3
 #: a grid whose neighbour differences are this large against those two cells apart (along either axis;
 #: a smooth field ~0.25, pure noise 1, ERA5 t2m 0.31–0.35) is calibrated by default: noise from cell to
 #: cell is what the weights' priors lack (a 1° global field with 0.3 K noise: coverage 0.69 alone,
-#: 0.95 calibrated; docs/benchmarks.md, "Rough grids calibrated")
+#: 0.95 calibrated; docs/benchmarks.md, "Global grids")
 ROUGH_GRID = 0.7
 
 #: the normaliser fields a calibration sets; every other field stays the shipped weights'
@@ -154,10 +154,12 @@ def grid_roughness(ds: xr.Dataset, layout: geo.Layout) -> float:
     them (:func:`calibration_sample`). A smooth field gives about 0.25, noise from cell to cell 1.
     ``nan`` without enough pairs.
     """
-    index = calibration_sample(ds, layout, 1, 500_000)
+    index = calibration_sample(ds, layout, 8, 500_000)  # its crop of the space for 8 frames
     if layout.time is not None:  # 8 of the frames planning reads (geonp.planning.observed_stats), no others
         T = ds.sizes[layout.time]
-        index[layout.time] = np.unique(np.linspace(0, T - 1, min(T, PLAN_FRAMES)).round().astype(int))[::4]
+        planned = np.unique(np.linspace(0, T - 1, min(T, PLAN_FRAMES)).round().astype(int))
+        pick = np.linspace(0, len(planned) - 1, min(8, len(planned))).round().astype(int)
+        index[layout.time] = planned[np.unique(pick)]
     index.update({d: slice(0, 2) for d in layout.extra_dims})
     da = ds[layout.var].isel(index).transpose(*layout.extra_dims, *[d for d in (layout.time,) if d],
                                               *layout.space_dims)

@@ -81,7 +81,7 @@ def polar_caps(problem: Problem, ids: np.ndarray, window_points: Callable[[np.nd
     Towards a pole a longitude–latitude grid's rows shrink, so the windows of neighbouring tiles in a
     band there hold mostly the same points, and many more than a window at the equator (a 1° grid:
     3,600 about the pole against 330). Each tile encoded that context again: on a 1° grid the two
-    polar bands took 82 % of the attention (docs/benchmarks.md, "Polar caps"). Taken from each pole
+    polar bands took 82 % of the attention (docs/benchmarks.md, "Global grids"). Taken from each pole
     inwards, a band becomes one tile (a cap, its window centred on the pole) as long as that window
     holds at most :data:`CAP_GROWTH` times the points of its largest tile's
     (``window_points(target indices)``: the source points in their window,

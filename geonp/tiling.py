@@ -364,6 +364,6 @@ def one_layer(array: da.Array) -> da.Array:
     A prediction's graph has a layer per task (every ``dask.delayed`` call and block adds one), and
     dask's cull at compute, like every later ``dask.delayed`` call on a block, costs the number of
     layers times the keys: quadratic in the blocks. A 0.5° global grid's graph (2,972 tiles) took
-    118 s to build and run with no prediction, 27 s as one layer (docs/benchmarks.md, "Polar caps").
+    118 s to build and run with no prediction, 27 s as one layer (docs/benchmarks.md, "Global grids").
     """
     return da.Array(dict(array.__dask_graph__()), array.name, array.chunks, meta=array._meta)

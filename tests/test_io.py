@@ -632,24 +632,6 @@ def test_to_zarr_interrupted_then_resumed(tmp_path):
     assert not (tmp_path / "run.zarr.partial").exists()
 
 
-def test_to_zarr_writes_as_many_regions_at_once_as_the_scheduler_runs_tasks(tmp_path, monkeypatch):
-    """Regions of one task each, written one at a time, left a 2-worker cluster's second worker idle."""
-    import geonp.io.zarr as gz
-
-    recorded, record = [], gz._record
-    monkeypatch.setattr(gz, "_record", lambda partial, fingerprint, done: recorded.append(list(done)) or record(
-        partial, fingerprint, done))
-    calls = Counter()
-    with dask.config.set(scheduler="threads", num_workers=3):
-        assert gz._parallelism() == 3
-        to_zarr(_counted(8, calls=calls), tmp_path / "run.zarr", progress=False)
-    assert [len(done) for done in recorded if done] == [3, 4]  # 4 regions: 3 at once, then the last
-    assert set(calls.values()) == {1}
-    np.testing.assert_array_equal(xr.open_zarr(tmp_path / "run.zarr").t2m.values[:, 0, 0], np.arange(8) * 10.0)
-    with dask.config.set(scheduler="synchronous"):
-        assert gz._parallelism() == 1
-
-
 def test_to_zarr_bad_input_found_while_computing_leaves_nothing(tmp_path):
     """A geonp error raised while computing (bad input found late) removes the store the call began."""
     path = tmp_path / "run.zarr"

@@ -58,8 +58,7 @@ def test_global_grid__each_polar_band_is_one_tile_whose_window_is_centred_on_the
         assert len(m["ctx_xy"]) < 1.25 * max(len(c["ctx_xy"]) for c in calls if c is not m)
     for row in (0, -1):  # the pole's copies are one point
         assert np.ptp(out.tas_mean.values[0, row]) < 1e-4
-    truth = global_grid(step=5.0).tas  # the same field, observed everywhere before the draw
-    assert np.isfinite(out.tas_mean.values).all() and truth.shape == out.tas_mean.shape
+    assert np.isfinite(out.tas_mean.values).all()
 
 
 @pytest.mark.parametrize("chunks", [{"lat": 4, "lon": 5}, {"lon": 7}])

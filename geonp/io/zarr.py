@@ -2,11 +2,10 @@
 
 :func:`to_zarr` writes into a sibling store ``<path>.partial`` and renames it to ``path`` only when
 everything is written. It first writes the metadata (and the small in-memory variables), then the
-dask-backed data region by region (one dask chunk along the first chunked dimension; as many at once
-as the scheduler runs tasks, at most 8), recording each finished region in the partial store's group
-attributes (``.zattrs``). Running the same write again after an interruption finds that file, checks
-that it describes the same dataset (variables, dims, shapes, chunks, dtypes, index coordinates,
-in-memory values and attributes but ``history``) and writes only the
+dask-backed data one region at a time (one dask chunk along the first chunked dimension), recording each
+finished region in the partial store's group attributes (``.zattrs``). Running the same write again after an
+interruption finds that file, checks that it describes the same dataset (variables, dims, shapes,
+chunks, dtypes, index coordinates, in-memory values and attributes but ``history``) and writes only the
 regions still missing; a partial store of another run (another model or options) is discarded.
 
 The store is Zarr format 2 with consolidated metadata (``.zmetadata``). Why format 2: with zarr-python 3
@@ -32,9 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dask
 import dask.base
-import dask.local
 import numpy as np
 import xarray as xr
 import zarr
@@ -284,52 +281,28 @@ def _bare(ds: xr.Dataset, names: list[Hashable]) -> xr.Dataset:
     return sub.drop_vars(list(sub.coords))
 
 
-def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, done: list[str], progress: bool):
-    """Write the steps not yet done, as many regions at once as the scheduler runs tasks, recording each batch.
-
-    One region at a time left workers idle where a region is a single task (a grid in one spatial
-    chunk, chunked in time only): a 2-worker cluster ran slower than the default threads (a new-user report).
-    """
-    keys = plan.keys()
-    todo = [k for k in keys if k not in done]
-    width = min(MAX_REGIONS_AT_ONCE, _parallelism())
-    batches = [todo[i:i + width] for i in range(0, len(todo), width)]
-    with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, **bar_options(sys.stderr),
-              desc=f"writing {str(partial).removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
-        for batch in batches:
-            first, last = len(done) + 1, len(done) + len(batch)
-            span = f"region {first}" if first == last else f"regions {first}-{last}"
-            label = f"geonp: {span}/{len(keys)}"
-            with region_progress(sys.stderr, label) if progress else nullcontext():
-                dask.compute(*[_write_step(ds, plan, key, partial) for key in batch])
-            done.extend(batch)
-            _record(partial, fingerprint, done)
-            bar.update(len(batch))
-
-
-#: regions written together at most (each is one chunk along the region dim of every variable)
-MAX_REGIONS_AT_ONCE = 8
-
-
-def _parallelism() -> int:
-    """How many tasks the active dask scheduler runs at once: a distributed client's threads, 1 when synchronous."""
-    get = dask.base.get_scheduler()
-    if get is dask.local.get_sync:
-        return 1
-    client = getattr(get, "__self__", None)  # a dask.distributed Client's bound ``get``
-    if client is not None and hasattr(client, "nthreads"):
-        return max(1, sum(client.nthreads().values()))
-    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
-
-
-def _write_step(ds: xr.Dataset, plan: _Plan, key: str, partial: Path):
-    """The delayed write of one step (a region or the static variables), for :func:`dask.compute`."""
+def _write_step(ds: xr.Dataset, plan: _Plan, key: str, partial: Path) -> None:
+    """Compute and write one step (a region or the static variables) with the active dask scheduler."""
     if key == "static":
-        return _bare(ds, plan.static_vars).to_zarr(partial, mode="r+", consolidated=False, compute=False)
+        _bare(ds, plan.static_vars).to_zarr(partial, mode="r+", consolidated=False)
+        return
     start, stop = (int(v) for v in key.split(":")[1:])
     region = {plan.region_dim: slice(start, stop)}
-    return _bare(ds, plan.region_vars).isel(region).to_zarr(partial, mode="r+", region=region, consolidated=False,
-                                                            compute=False)
+    _bare(ds, plan.region_vars).isel(region).to_zarr(partial, mode="r+", region=region, consolidated=False)
+
+
+def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, done: list[str], progress: bool):
+    """Write the steps not yet done, recording each one as soon as it is on disk."""
+    keys = plan.keys()
+    todo = [k for k in keys if k not in done]
+    with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, **bar_options(sys.stderr),
+              desc=f"writing {str(partial).removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
+        for i, key in enumerate(todo, start=len(keys) - len(todo) + 1):
+            with region_progress(sys.stderr, f"geonp: region {i}/{len(keys)}") if progress else nullcontext():
+                _write_step(ds, plan, key, partial)
+            done.append(key)
+            _record(partial, fingerprint, done)
+            bar.update(1)
 
 
 def _finish(ds: xr.Dataset, partial: Path, path: Path) -> None:
