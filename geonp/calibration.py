@@ -39,7 +39,7 @@ __all__ = ["Blend", "beats_pooled", "calibrate", "coverage_factor", "forecast_fi
 
 
 def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Normaliser, config: SamplerConfig,
-              settings: dict, n_tasks: int, seed: int, raw: np.ndarray | None = None) -> dict:
+              settings: dict, n_tasks: int, seed: int, raw: np.ndarray | None = None, spacing: float = 1.0) -> dict:
     """Scale of the predictive std that makes held-out errors unit-variance: ``sqrt(mean(z²))``.
 
     Infill: tasks hold out 5–30 % of a frame's observed points (5–95 % of every frame's when the data
@@ -49,7 +49,9 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
     held-out places from every frame. Forecast: tasks with the context of prediction (the
     model's ``context_frames``), one factor per lead, after the mean is blended with persistence
     and the trend (see :func:`mean_weights`; ``raw`` is the variable when ``values`` are departures
-    from a reference). Forward passes only.
+    from a reference). ``spacing`` is the typical spacing of the observed points in model units
+    (:meth:`geonp.chunked.Problem.observed_spacing`), so that a task's region is a prediction window's.
+    Forward passes only.
     """
     if config.task == "infill":
         wanted = gap_distances(values, window.xy, np.random.default_rng(20_000 + seed))  # the data's own gaps
@@ -58,11 +60,12 @@ def calibrate(net: NeuralProcess, values: np.ndarray, window: Window, norm: Norm
         gap_free = len(wanted) == 0
         frames, keep = 2 * settings["half_window"] + 1, GAP_FREE_KEEP if gap_free else (0.7, 0.95)
         kept = float(np.mean(keep)) if gap_free else (float(np.mean(keep)) + frames - 1) / frames
-        cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, kept),
+        cal = SamplerConfig(task="infill", max_context=window_context(settings, frames, kept, spacing=spacing),
                             max_targets=256, half_window=settings["half_window"], keep_range=keep,
                             hole_probability=0.5, vanish_probability=CALIBRATION_VANISH, thin_other_frames=gap_free)
     else:
-        cal = SamplerConfig(task="forecast", max_context=window_context(settings, settings["context_frames"]),
+        cal = SamplerConfig(task="forecast", max_context=window_context(settings, settings["context_frames"],
+                                                               spacing=spacing),
                             max_targets=512, context_frames=settings["context_frames"], max_lead=config.max_lead)
     sampler = TaskSampler(values, window, norm, config=cal, raw=raw)
     rng = np.random.default_rng(10_000 + seed)
@@ -143,16 +146,19 @@ def forecast_fields(y: np.ndarray, mean: np.ndarray, std: np.ndarray, leads: np.
     return out
 
 
-def window_context(settings: dict, frames: int, keep: float = 1.0, cap: int = 4096) -> int:
+def window_context(settings: dict, frames: int, keep: float = 1.0, cap: int = 4096, spacing: float = 1.0) -> int:
     """Context points of a calibration task whose region matches a prediction window.
 
-    A prediction window holds the points within ``tile / sqrt(2) + halo`` model units of its
-    tile's centre (:func:`geonp.tiling.window`): about ``π r²`` observed points per frame, since a
-    model unit is the typical spacing of the observed points. Calibrating on regions of that size
-    measures the errors of the tasks prediction will run. ``keep`` is the share of the observed
-    points a calibration task keeps as context; at most ``cap`` points.
+    A prediction window holds the points within ``r = tile / sqrt(2) + halo`` model units of its
+    tile's centre (:func:`geonp.tiling.window`): about ``π (r / spacing)²`` observed points per frame,
+    where ``spacing`` is the typical spacing of the observed points in model units (1 for the shipped
+    weights, whose unit is that spacing; a fitted model keeps its training data's unit, so on sparser
+    data more than 1). Calibrating on regions of that size measures the errors of the tasks prediction
+    will run: a region the size of five windows gave a fitted model's 95 % intervals 0.78 coverage
+    (docs/benchmarks.md, "Recalibrating a fitted model on sparser data"). ``keep`` is the share of the
+    observed points a calibration task keeps as context; at most ``cap`` points.
     """
-    radius = float(settings["tile"]) / np.sqrt(2.0) + float(settings["halo"])
+    radius = (float(settings["tile"]) / np.sqrt(2.0) + float(settings["halo"])) / max(float(spacing), 1e-6)
     return int(min(cap, max(32, round(np.pi * radius**2 * frames * keep))))
 
 

@@ -129,6 +129,14 @@ class Problem:
         """Whether the targets are the source's own points (filling its gaps), not ``targets=``."""
         return self.target is self.source
 
+    def observed_spacing(self, observed_fraction: float) -> float:
+        """Typical spacing of the observed points, in model units, when ``observed_fraction`` of the points are.
+
+        1 for the shipped weights' unit (the context spacing of the data at hand); a fitted model keeps the
+        unit of its training data, so on sparser data its prediction windows hold fewer points.
+        """
+        return context_spacing_km(_spacing(self.source, self.source.km), observed_fraction) / self.unit_km
+
     @property
     def t_units(self) -> np.ndarray:
         """Model time of each frame: hours in units of ``time_unit_hours``.

@@ -292,7 +292,8 @@ def fit_model(
         if raw_ds is not None and task == "forecast":
             raw = _kept_values(build_problem(raw_ds, layout, Normaliser(time_unit_hours=step), observed_fraction=1.0),
                                keep)
-        scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed, raw=raw)
+        scales = calibrate(net, values, window, norm, sconf, settings, calibration_tasks, seed, raw=raw,
+                           spacing=problem.observed_spacing(obs_fraction))
         norm = replace(norm, **scales)
         record["calibration"] = scales
     if record["steps"] == 0 and source.startswith("fitted from pretrained:"):

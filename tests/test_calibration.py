@@ -294,6 +294,24 @@ def test_window_context_matches_the_prediction_window():
     assert window_context({"tile": 8.0, "halo": 3.0}, frames=7, keep=0.5) == round(np.pi * r * r * 3.5)
     assert window_context({"tile": 1000.0, "halo": 3.0}, frames=7) == 4096  # capped
     assert window_context({"tile": 0.1, "halo": 0.0}, frames=1) == 32  # never below a usable task
+    # a fitted model keeps its unit: on data observed at twice its spacing a window holds a quarter of the points
+    assert window_context({"tile": 8.0, "halo": 3.0}, frames=2, spacing=2.0) == round(np.pi * r * r * 2 / 4)
+
+
+def test_observed_spacing_is_one_in_the_data_own_unit_and_grows_with_the_gaps():
+    """A fitted model's unit is its training data's spacing: sparser data hold fewer points per unit area."""
+    from test_tiling import grid
+
+    from geonp import geo
+    from geonp.chunked import build_problem
+
+    ds = grid(nlat=12, nlon=16, times=2)
+    layout = geo.describe(ds, "t2m")[1]
+    own = build_problem(ds, layout, Normaliser(), observed_fraction=0.25)  # the shipped weights' unit
+    assert own.observed_spacing(0.25) == pytest.approx(1.0)
+    fitted = build_problem(ds, layout, Normaliser(space_unit_km=own.unit_km / 2), observed_fraction=0.25)
+    assert fitted.observed_spacing(0.25) == pytest.approx(2.0)  # the fit data were observed every cell
+    assert fitted.observed_spacing(1.0) == pytest.approx(1.0)
 
 
 # ------------------------------------------------------------------------ what a calibration reads
@@ -489,3 +507,31 @@ def test_a_fit_on_gap_free_data_calibrates_for_sparser_fields(monkeypatch):
     assert seen[-1].keep_range == cal.GAP_FREE_KEEP == (0.05, 0.95) and seen[-1].thin_other_frames
     ds.np.fit("t2m", steps=0, progress=False, calibration_tasks=4)  # gaps: the held-out share prediction sees
     assert seen[-1].keep_range == (0.7, 0.95) and not seen[-1].thin_other_frames
+
+
+def test_a_fitted_model_recalibrated_on_sparser_data_draws_tasks_the_size_of_its_windows(monkeypatch):
+    """Its unit stays the training data's spacing, so a window holds fewer points (it held 5 windows' worth)."""
+    from test_tiling import grid
+
+    import geonp.calibration as calibration
+
+    full = grid(nlat=12, nlon=16, times=3, keep=1.0).rename(t2m="v")
+    fitted = full.np.fit("v", steps=1, progress=False, covariates=[], calibration_tasks=2)
+    seen = []
+    real = calibration.TaskSampler
+
+    def spy(values, window, norm, config, **kw):
+        seen.append((config.max_context, float(np.isfinite(values).mean())))
+        return real(values, window, norm, config=config, **kw)
+
+    monkeypatch.setattr(calibration, "TaskSampler", spy)
+    sparse = grid(nlat=12, nlon=16, times=3, keep=0.25, seed=1).rename(t2m="v")
+    sparse.np.fit("v", model=fitted, steps=0, progress=False, calibration_tasks=2)
+    full.np.fit("v", model=fitted, steps=0, progress=False, calibration_tasks=2)
+    (on_sparse, f), (on_full, _) = seen
+    frames = 2 * fitted.settings["half_window"] + 1
+    spacing = 1 / np.sqrt(f)  # in the model's unit, the fit data's spacing
+    kept_sparse = (np.mean((0.7, 0.95)) + frames - 1) / frames
+    assert on_sparse == window_context(fitted.settings, frames, kept_sparse, spacing=spacing)
+    assert on_full == window_context(fitted.settings, frames, np.mean(calibration.GAP_FREE_KEEP))
+    assert on_sparse < 0.3 * window_context(fitted.settings, frames, kept_sparse)  # before: regions 4 x too big
