@@ -54,13 +54,16 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
     coordinates, not the grid's own axes (``rlat``/``rlon``, ``y``/``x``), and rioxarray would read
     it as the axes' CRS and place the grid elsewhere. The 2-D latitude/longitude stay in the output.
     """
+    import pyproj
+
     from .domain import mask_outputs
-    from .io.crs import write_crs
+    from .io.crs import in_axis_units, write_crs
 
     out = mask_outputs(out)  # NaN outside mask= (where the field is not defined)
     where = crs_layout or layout
     if not _lonlat_off_axes(out, where):
-        out = write_crs(out, where.crs)
+        sx, sy = where.xy_scale
+        out = write_crs(out, in_axis_units(pyproj.CRS.from_user_input(where.crs), sx) if sx == sy else where.crs)
     if not where.is_grid:  # CF discrete sampling geometry: stations
         out.attrs["featureType"] = "timeSeries" if {layout.time, "init_time"} & set(out.dims) else "point"
         station = layout.space_dims[0]

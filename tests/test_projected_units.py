@@ -50,6 +50,28 @@ def test_xy_in_other_units_give_the_predictions_of_metres(in_metres, units, fact
     # the output keeps the input's own coordinates, units and all
     np.testing.assert_array_equal(out.x.values, ds.x.values)
     assert out.x.attrs["units"] == units and out.y.attrs["units"] == units
+    # and its CRS counts in those units, so GDAL and rioxarray place it where the input lies (before: the
+    # CRS in metres beside x/y in km put the raster 1000 times too close to the projection's origin)
+    from geonp.io import read_crs
+
+    crs = read_crs(out)
+    assert crs.axis_info[0].unit_conversion_factor == pytest.approx(factor)
+    to_lonlat = pyproj.Transformer.from_crs(crs, 4326, always_xy=True)
+    truth = pyproj.Transformer.from_crs(27700, 4326, always_xy=True)
+    np.testing.assert_allclose(to_lonlat.transform(out.x.values[3], out.y.values[5]),
+                               truth.transform(out.x.values[3] * factor, out.y.values[5] * factor), atol=1e-9)
+    assert geo.describe(out, "t2m_mean")[1].xy_scale == pytest.approx((1.0, 1.0))  # read back: in the CRS unit
+
+
+def test_a_geotiff_of_km_output_lies_where_the_input_does(tmp_path):
+    """Rioxarray writes the coordinates as they are: the CRS beside them must be in km too."""
+    rioxarray = pytest.importorskip("rioxarray")
+    out = bng_field("km", 1000.0).np.infill(model="bsa-tnp")
+    out.t2m_mean.isel(time=0).rio.to_raster(tmp_path / "m.tif")
+    back = rioxarray.open_rasterio(tmp_path / "m.tif")
+    to_bng = pyproj.Transformer.from_crs(back.rio.crs, 27700, always_xy=True)
+    np.testing.assert_allclose(to_bng.transform(float(back.x[0]), float(back.y[0])),
+                               (float(out.x[0]) * 1000, float(out.y[0]) * 1000), atol=1e-3)
 
 
 def test_lonlat_and_projected_targets_against_km_data():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pyproj  # noqa: F401  isort: skip  (before anything can load eccodes; see geonp/__init__.py)
 
+import math
 import warnings
 from collections.abc import Hashable, Iterator
 from typing import Any
@@ -25,7 +26,7 @@ from pyproj.exceptions import ProjError
 
 from ..errors import CRSError
 
-__all__ = ["read_crs", "write_crs", "parse_crs", "check_grid_mapping", "missing_crs_detail"]
+__all__ = ["read_crs", "write_crs", "parse_crs", "check_grid_mapping", "missing_crs_detail", "in_axis_units"]
 
 _WKT_ATTRS = ("crs_wkt", "spatial_ref")
 _DEFAULT_NAMES = ("spatial_ref", "crs")
@@ -238,6 +239,31 @@ def write_crs(obj: xr.Dataset | xr.DataArray, crs: Any, name: str = "spatial_ref
         da.encoding["grid_mapping"] = name
     out.attrs.pop("crs", None)  # a stale GeoTIFF-style attribute would contradict the new CRS (rioxarray does this too)
     return out
+
+
+def in_axis_units(crs: CRS, factor: float) -> CRS:
+    """``crs`` with its linear axes in units ``factor`` times its own: km for 1000 on a CRS in metres.
+
+    Output coordinates keep the input's units (x/y in km, ``units="km"``, on a CRS in metres); the CRS
+    written beside them must count in those units too, since GDAL and rioxarray place a raster by its
+    coordinates in the CRS's own unit (an ERA5 grid in km on a Lambert CRS in metres landed 1000 times
+    too close to the projection's origin). ``crs`` itself when ``factor`` is 1 or it has no linear axes.
+    """
+    from pyproj import get_units_map
+
+    if factor == 1.0 or not crs.is_projected:
+        return crs
+    spec = crs.to_json_dict()
+    axes = spec.get("coordinate_system", {}).get("axis", [])
+    if not axes:
+        return crs
+    si = float(crs.axis_info[0].unit_conversion_factor) * factor
+    name = next((n for n, u in get_units_map(category="linear").items() if math.isclose(float(u.conv_factor), si)),
+                f"{si:g} metre")
+    for axis in axes:
+        axis["unit"] = {"type": "LinearUnit", "name": name, "conversion_factor": si}
+    spec.pop("id", None)  # no longer the registered CRS (whose axes are in its own unit)
+    return CRS.from_json_dict(spec)
 
 
 def missing_crs_detail(ds: xr.Dataset, var: str) -> str:
