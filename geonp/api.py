@@ -153,7 +153,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         filled.attrs, filled.encoding = variable_attrs(src, "filled", layout.var), {}  # not the input's own
         out[f"{layout.var}_filled"] = filled
         out = out.transpose(*src.dims)
-    out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout)
+    out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout, source=obj)
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, "on held-out observed values of the input")
     out.attrs["geonp_reference"] = kind
     return out
@@ -298,7 +298,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
     out = out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
         c in ("step", "time", "valid_time") or ds[c].attrs.get("standard_name") in _TIME_NAMES)])
-    out = finish(merge_pole_copies(out, layout, layout.var), layout, m, "forecast", lazy)
+    out = finish(merge_pole_copies(out, layout, layout.var), layout, m, "forecast", lazy, source=obj)
     out.attrs["geonp_reference"] = kind
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")

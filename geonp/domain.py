@@ -73,7 +73,8 @@ def restrict(ds: xr.Dataset, layout, mask) -> xr.Dataset:
     if not values.any():
         raise CoordinateError(f"{name} is False everywhere: no point of {layout.var!r} would be predicted. Expected "
                               "True where the field is defined.")
-    inside = xr.DataArray(values, dims=space, coords={d: ds[d] for d in space if d in ds.coords})
+    inside = xr.DataArray(values, dims=space, coords={d: ds[d] for d in space if d in ds.coords},
+                          attrs={"geonp_mask": f"{name}: {int(values.sum())} of {values.size} points"})
     y = var.where(inside).astype(var.dtype).assign_attrs(var.attrs)
     y.encoding = dict(var.encoding)
     return ds.assign({layout.var: y}).assign_coords({DOMAIN_COORD: inside})
@@ -91,6 +92,7 @@ def mask_outputs(out: xr.Dataset) -> xr.Dataset:
     if DOMAIN_COORD not in out.coords:
         return out
     inside = out[DOMAIN_COORD]
+    out = out.assign_attrs(geonp_mask=inside.attrs.get("geonp_mask", "mask="))  # provenance: NaN outside it
     for name, v in out.data_vars.items():
         if set(inside.dims) <= set(v.dims):
             masked = v.where(inside).assign_attrs(v.attrs)

@@ -5,13 +5,16 @@ No torch here.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime, timezone
 
 import xarray as xr
 
 from . import geo
+from .io.open import input_files
 
-__all__ = ["variable_attrs", "finish", "space_coords"]
+__all__ = ["variable_attrs", "finish", "space_coords", "model_digest", "environment"]
 
 
 def _version() -> str:
@@ -26,7 +29,7 @@ def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
     name = src.get("standard_name")
     if not name or str(name).lower() in ("unknown", "undefined", "none"):  # e.g. cfgrib's placeholder
         name = None
-    attrs = {k: src[k] for k in ("units",) if k in src}
+    attrs = {k: src[k] for k in ("units", *(("cell_methods",) if kind != "std" else ())) if k in src}
     long = src.get("long_name", var)
     if kind == "mean":
         attrs.update(long_name=f"{long} (predictive mean)", ancillary_variables=f"{var}_std")
@@ -47,8 +50,12 @@ def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
 
 
 def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
-            crs_layout: geo.Layout | None = None) -> xr.Dataset:
+            crs_layout: geo.Layout | None = None, source: xr.Dataset | xr.DataArray | None = None) -> xr.Dataset:
     """Add the CRS (of ``crs_layout``, default ``layout``) and global CF/provenance attributes; compute unless lazy.
+
+    ``source``: the input Dataset, whose global attributes (a licence, the institution...) carry over,
+    its ``history`` first, and whose files are recorded (``geonp_input``; :func:`geonp.to_zarr` will not
+    write over them).
 
     A curvilinear grid read from 2-D latitude/longitude alone gets no CRS: WGS 84 describes those
     coordinates, not the grid's own axes (``rlat``/``rlon``, ``y``/``x``), and rioxarray would read
@@ -69,21 +76,68 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         station = layout.space_dims[0]
         if out.attrs["featureType"] == "timeSeries" and station in out.coords and station in out.dims:
             out[station].attrs["cf_role"] = "timeseries_id"  # the series' identifier (CF 9.5)
+    given = {} if not isinstance(source, xr.Dataset) else {  # a DataArray's attributes are its variable's
+        k: v for k, v in source.attrs.items() if k not in _OWN_ATTRS and not str(k).startswith("geonp_")}
+    line = (f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
+            f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})")
+    before = str(source.attrs.get("history", "")).rstrip("\n") if isinstance(source, xr.Dataset) else ""
+    targets = crs_layout is not None and crs_layout is not layout
+    elevation = layout.elevation if not targets or crs_layout.elevation is not None else None
+    out.attrs = {**given, **out.attrs}
     out.attrs.update({
         "Conventions": "CF-1.8",
         "title": f"geonp {task} of {layout.var}",
-        "history": f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
-                   f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})",
+        "history": f"{before}\n{line}" if before else line,
         "source": f"geonp {_version()} neural process {model.name}",
         "geonp_version": _version(),
+        "geonp_environment": environment(),
         "geonp_model": model.name,
         "geonp_model_source": model.source or "in memory",
         "geonp_checkpoint_sha256": model.digest,
+        "geonp_model_sha256": model_digest(model),
+        "geonp_settings": json.dumps(dict(model.settings), sort_keys=True, default=str),
         "geonp_task": task,
-        "geonp_elevation": str(layout.elevation) if layout.elevation else "none",  # the covariates used
+        "geonp_input": "\n".join((input_files(source) if source is not None else []) or ["in memory"]),
+        "geonp_targets": f"targets= ({', '.join(crs_layout.space_dims)})" if targets else "the input's own points",
+        "geonp_elevation": str(elevation) if elevation else "none",  # the covariates used
         "geonp_land": str(layout.land) if layout.land else "none",
     })
     return out if lazy else out.compute()
+
+
+#: global attributes geonp sets itself (the input's are replaced, its history extended)
+_OWN_ATTRS = ("Conventions", "title", "history", "source", "featureType")
+
+
+def model_digest(model) -> str:
+    """sha256 of everything a model predicts with: its weights, scales, calibration and settings.
+
+    ``geonp_checkpoint_sha256`` covers the weights alone, the same for a model calibrated again
+    (``fit(steps=0)``) on other data; this one tells those apart. Run records (times, losses) are left
+    out, so two identical seeded fits share it.
+    """
+    h = hashlib.sha256(model.digest.encode())
+    plain = {k: v for k, v in model.to_dict().items() if k not in ("metadata", "source")}
+    h.update(json.dumps(plain, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def environment() -> str:
+    """The versions a prediction ran with (the numbers change with torch, and with the compiled bias kernel)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("torch", "numpy", "xarray", "dask"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    from .models import native
+
+    why = native.status()  # known once a prediction ran here; a lazy output's may run elsewhere
+    kernel = ("on" if why.startswith("ready") else "off: GEONP_NATIVE=0" if why.startswith("disabled") else
+              "where it builds" if why == "not built yet" else "off: it did not build")
+    return ", ".join([*found, f"compiled bias kernel {kernel}"])
 
 
 def _lonlat_off_axes(out: xr.Dataset, layout: geo.Layout) -> bool:

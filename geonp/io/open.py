@@ -23,7 +23,7 @@ from ..errors import DataFormatError, InputNotFoundError
 from .crs import parse_crs, write_crs
 from .stations import open_csv
 
-__all__ = ["open_dataset", "SUFFIXES"]
+__all__ = ["open_dataset", "input_files", "SUFFIXES"]
 
 GRIB_SUFFIXES = (".grib", ".grb", ".grib2", ".grb2")
 #: GRIB data up to this many bytes are read when opened without ``chunks`` (see :func:`_open_grib`)
@@ -363,3 +363,16 @@ def _raster_to_dataset(da: xr.DataArray, stem: str) -> xr.Dataset:
     for name in names:
         out[name].encoding = dict(da.encoding)
     return out
+
+
+def input_files(ds: xr.Dataset | xr.DataArray) -> list[str]:
+    """The files ``ds`` (or any of its variables) was opened from, by their ``encoding["source"]``; else none.
+
+    A geonp output read back also names the files it was computed from (its ``geonp_input``).
+    """
+    variables = ds.variables.values() if isinstance(ds, xr.Dataset) else [ds.variable]
+    found = [ds.encoding.get("source"), *(v.encoding.get("source") for v in variables)]
+    recorded = str(ds.attrs.get("geonp_input", "")).splitlines()  # read from a geonp output: its own inputs too
+    files = [os.fspath(f) for f in dict.fromkeys(found) if isinstance(f, (str, os.PathLike))]
+    files = [f if "://" in f else os.path.abspath(f) for f in files]  # a batch log's relative paths, made whole
+    return list(dict.fromkeys(files + [r for r in recorded if r != "in memory"]))

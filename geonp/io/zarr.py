@@ -41,6 +41,7 @@ from ..errors import ConfigError, GeonpError, VariableTypeError, warn_user
 from ..progress import bar_options, region_progress
 from ..variables import UNNAMED
 from .lock import check_store_path, write_lock
+from .open import input_files
 from .zarr_prepare import attr_value, prepare
 
 __all__ = ["to_zarr"]
@@ -67,9 +68,13 @@ class _Plan:
 
 
 def _sources(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """The files ``ds`` was opened from (``encoding["source"]``), as :func:`geonp.io.lock.check_apart` pairs."""
-    found = [ds.encoding.get("source"), *(v.encoding.get("source") for v in ds.variables.values())]
-    return [("the file the data were read from", s) for s in dict.fromkeys(found) if isinstance(s, str)]
+    """The files ``ds`` was opened or computed from, as :func:`geonp.io.lock.check_apart` pairs.
+
+    Those it was opened from (``encoding["source"]``), and those a geonp prediction read
+    (``attrs["geonp_input"]``, :func:`geonp.output.input_files`): a prediction carries no encoding of its
+    input, so ``to_zarr(ds.np.infill(...), <the input's store>, overwrite=True)`` replaced its own input.
+    """
+    return [("the file the data were read from", s) for s in input_files(ds)]
 
 
 def to_zarr(

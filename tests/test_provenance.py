@@ -1,0 +1,82 @@
+"""What an output records of how it was made, and what it keeps of its input (geonp.output, geonp.io)."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+from test_api import field, stations
+
+import geonp
+from geonp.errors import OutputExistsError
+
+
+def test_to_zarr_never_writes_over_the_store_a_prediction_read(tmp_path):
+    """A prediction carries no encoding of its input: it records the files it read instead."""
+    ds, _ = field()
+    path = tmp_path / "in.zarr"
+    ds.to_zarr(path)
+    src = xr.open_zarr(path)
+    out = src.np.infill("t2m")
+    assert out.attrs["geonp_input"] == str(path)
+    with pytest.raises(OutputExistsError, match="is the file the data were read from"):
+        geonp.to_zarr(out, path, overwrite=True, progress=False)  # before: replaced the input with the outputs
+    assert list(xr.open_zarr(path).data_vars) == ["t2m"]
+    # and what is computed from a geonp output read back names the first input too
+    geonp.to_zarr(out, tmp_path / "out.zarr", progress=False)
+    back = xr.open_zarr(tmp_path / "out.zarr")
+    again = back.assign(v=back.t2m_filled.where(ds.t2m.notnull())).np.infill("v")
+    assert again.attrs["geonp_input"].splitlines() == [str(tmp_path / "out.zarr"), str(path)]
+    with pytest.raises(OutputExistsError, match="is the file the data were read from"):
+        geonp.to_zarr(again, path, overwrite=True, progress=False)
+
+
+def test_the_settings_that_change_the_numbers_are_recorded():
+    ds, _ = field()
+    plain = ds.np.infill("t2m")
+    tuned = ds.np.infill("t2m", time_window=1, tile=4, halo=2, mask="observed")
+    first, second = json.loads(plain.attrs["geonp_settings"]), json.loads(tuned.attrs["geonp_settings"])
+    assert (second["half_window"], second["tile"], second["halo"]) == (1, 4.0, 2.0)
+    assert first != second
+    assert tuned.attrs["geonp_mask"].startswith("mask='observed': ") and "geonp_mask" not in plain.attrs
+    assert plain.attrs["geonp_input"] == "in memory" and plain.attrs["geonp_targets"] == "the input's own points"
+    assert "torch " in plain.attrs["geonp_environment"] and "compiled bias kernel" in plain.attrs["geonp_environment"]
+
+
+def test_targets_without_an_elevation_record_none():
+    st = stations()
+    grid = xr.Dataset(coords={"lat": np.linspace(38.5, 40.5, 3), "lon": np.linspace(-107.5, -104, 4)})
+    with pytest.warns(geonp.MissingCovariateWarning):
+        out = st.np.infill("tmax", targets=grid)
+    assert out.attrs["geonp_elevation"] == "none"  # before: "elevation", which the prediction left out
+    assert out.attrs["geonp_targets"] == "targets= (lat, lon)"
+    assert st.np.infill("tmax").attrs["geonp_elevation"] == "elevation"
+
+
+def test_the_model_digest_tells_calibrations_apart():
+    """The checkpoint's hash covers the weights; the model's covers its scales and calibration too."""
+    st = stations(times=4)
+    a = st.np.fit("tmax", steps=0, progress=False, calibration_tasks=4, seed=0)
+    b = st.isel(station=slice(0, 30)).np.fit("tmax", steps=0, progress=False, calibration_tasks=4, seed=1)
+    out_a, out_b = st.np.infill("tmax", model=a), st.np.infill("tmax", model=b)
+    assert out_a.attrs["geonp_checkpoint_sha256"] == out_b.attrs["geonp_checkpoint_sha256"]
+    assert out_a.attrs["geonp_model_sha256"] != out_b.attrs["geonp_model_sha256"]
+    again = st.np.fit("tmax", steps=0, progress=False, calibration_tasks=4, seed=0)  # run times differ
+    assert st.np.infill("tmax", model=again).attrs["geonp_model_sha256"] == out_a.attrs["geonp_model_sha256"]
+
+
+def test_the_input_global_attributes_and_history_carry_over():
+    ds, _ = field()
+    ds.attrs.update(license="Contains modified Copernicus Climate Change Service information", institution="ECMWF",
+                    history="2024-01-01 downloaded", title="ERA5", Conventions="CF-1.6", geonp_task="stale")
+    ds.t2m.attrs["cell_methods"] = "time: point"
+    out = ds.np.infill("t2m")
+    assert out.attrs["license"].startswith("Contains modified Copernicus") and out.attrs["institution"] == "ECMWF"
+    lines = out.attrs["history"].splitlines()
+    assert lines[0] == "2024-01-01 downloaded" and " geonp " in lines[1] and len(lines) == 2
+    assert out.attrs["title"] == "geonp infill of t2m" and out.attrs["Conventions"] == "CF-1.8"
+    assert out.attrs["geonp_task"] == "infill"
+    assert out.t2m_mean.attrs["cell_methods"] == "time: point" and out.t2m_filled.attrs["cell_methods"] == "time: point"
+    assert "cell_methods" not in out.t2m_std.attrs
