@@ -16,6 +16,7 @@ import torch
 from . import reach
 from .allocator import release_freed_memory
 from .data.tasks import (
+    FAR_GAP_UNITS,
     Task,
     Window,
     coarsen_far,
@@ -109,6 +110,29 @@ def predict_tasks(
             t, n = tasks[i], tasks[i].num_targets
             out[i] = t.to_data(mean_weight * loc[row, :n], scale[row, :n])
     return out  # type: ignore[return-value]
+
+
+def predict_coarsened(net: NeuralProcess, tasks: Sequence[Task], factors: Sequence[np.ndarray] | None,
+                      **options) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`predict_tasks`, each target coarsened in space by its own factor (``factors[i]``: task ``i``'s).
+
+    The targets of a task that share a factor are predicted together (:func:`geonp.data.coarsen_far`
+    scales the whole task); a target's prediction then depends on its own distance to the data, not
+    on the other targets of its tile. ``factors=None``: the tasks as they are.
+    """
+    if factors is None:
+        return predict_tasks(net, tasks, **options)
+    parts, where = [], []
+    for i, (task, factor) in enumerate(zip(tasks, factors)):
+        for level in np.unique(factor):
+            sel = np.flatnonzero(factor == level)
+            part = task if len(sel) == task.num_targets else task.select_targets(sel)
+            parts.append(coarsen_far(part, gap=np.array([level * FAR_GAP_UNITS])) if level > 1 else part)
+            where.append((i, sel))
+    out = [(np.full(t.num_targets, np.nan), np.full(t.num_targets, np.nan)) for t in tasks]
+    for (i, sel), (mean, std) in zip(where, predict_tasks(net, parts, **options)):
+        out[i][0][sel], out[i][1][sel] = mean, std
+    return out
 
 
 def _threads(n: int | None) -> None:
@@ -231,9 +255,12 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     # factors per gap size, the prior's std far from the data (with the other frames), and coarsening
     gaps = [None if t is None else gap_to_context(t) for t in tasks]
     n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
-    deep = reach.deepest_gaps(window, n_source, groups, gaps, meta)
-    coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d), [k for _, k in where], n_tgt)
-              for t, d, where in zip(tasks, deep, own)]
+    fill = bool(meta.get("fill_gaps"))  # filling gaps: a task is coarsened by its window's deepest gap
+    coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d) if fill else t, [k for _, k in where], n_tgt)
+              for t, d, where in zip(tasks, reach.deepest_gaps(window, n_source, groups, gaps, meta), own)]
+    # targets=: each target by its own gap, so that a target's prediction does not depend on the others asked for
+    factors = None if fill else [reach.target_factors(np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where]))
+                                 for t, g, where in zip(coarse, gaps, own) if t is not None]
     places = [[(row, slice(j * n_tgt, (j + 1) * n_tgt)) for j, (row, _) in enumerate(where)] for where in own]
     # the prior's std far from the data: the other frames count too, in space and time; for the block's own
     # targets, as `places` keeps them
@@ -241,8 +268,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     own_gaps = [None if g is None else np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where])
                 for g, where in zip(far, own)]
     own_gaps = reach.inside_domain(own_gaps, meta)
-    out = _fill(coarse, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"],
-                                                 mean_weight=norm.infill_mean_weight),
+    out = _fill(coarse, lambda ts: predict_coarsened(net, ts, factors, device=device, batch_size=meta["batch_size"],
+                                                     mean_weight=norm.infill_mean_weight),
                 len(frames), n_tgt, places, floors=reach.far_floors(tasks, own_gaps), warn=not meta.get("fills_empty"))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data.tasks import FAR_FROM_DATA_UNITS, Task, Window, nearest_distance
+from .data.tasks import FAR_FROM_DATA_UNITS, FAR_GAP_MAX_FACTOR, FAR_GAP_UNITS, Task, Window, nearest_distance
 from .errors import FarFromDataWarning, warn_user
 
 __all__ = ["far_floors", "outside_domain", "inside_domain", "near_in_time", "gap_to_past", "window_gap",
@@ -108,9 +108,24 @@ def window_gap(window: Window, n_source: int, group: np.ndarray, domain: np.ndar
 def deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> list:
     """Per frame group, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
 
-    Filling gaps, those of every missing point of the window; at ``targets=``, those of the tile's
-    targets (a tile is predicted whole, :func:`geonp.tiling.tile_plan`).
+    Filling gaps, those of every missing point of the window; at ``targets=`` the targets' own
+    (each target is coarsened by its own, :func:`target_factors`).
     """
     if meta.get("fill_gaps"):
         return [window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
     return list(gaps)
+
+
+#: steps per doubling of a target's coarsening factor (:func:`target_factors`)
+FACTOR_STEPS = 4
+
+
+def target_factors(gap: np.ndarray) -> np.ndarray:
+    """Each target's own coarsening factor (:func:`geonp.data.coarsen_far`) from its distance to the data.
+
+    ``gap / FAR_GAP_UNITS`` between 1 and ``FAR_GAP_MAX_FACTOR``, rounded up to :data:`FACTOR_STEPS` steps
+    per doubling so that targets at about one distance share a task; 1 within ``FAR_GAP_UNITS``.
+    """
+    f = np.clip(np.nan_to_num(np.asarray(gap, dtype=np.float64) / FAR_GAP_UNITS, nan=1.0, posinf=FAR_GAP_MAX_FACTOR),
+                1.0, FAR_GAP_MAX_FACTOR)
+    return np.minimum(2.0 ** (np.ceil(np.log2(f) * FACTOR_STEPS - 1e-9) / FACTOR_STEPS), FAR_GAP_MAX_FACTOR)

@@ -22,7 +22,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import frames
+from . import frames, lattice
 from .data.tasks import FAR_FROM_DATA_UNITS, nearest_distance
 from .frames import Frame
 from .normalise import grid_axis_spacing_km
@@ -152,11 +152,12 @@ def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[
     return [(sl, grid[sl].reshape(-1)) for sl in itertools.product(*per_dim)]
 
 
-def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
+def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, cell: tuple[np.ndarray, float] | None = None):
     """Source selection (slices for grids, indices for stations) and the coordinates of points ``tile_idx``.
 
     The window holds the source points within ``halo_km`` of the reach of the target points
-    ``tile_idx`` (a whole tile), and
+    ``tile_idx`` (a whole tile), or of the lattice ``cell`` (centre and radius in km, :mod:`geonp.lattice`)
+    that holds them, and
     at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre, unless they lie
     more than :data:`FAR_FROM_DATA_UNITS` beyond that reach (targets far from every observation,
     e.g. ``targets=`` on another continent, get no window: NaN and a ``NoContextWarning``).
@@ -165,9 +166,12 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float):
     lon0, lat0 = frames.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
     frame = problem.frame
     centre_km = None
-    if frame is not None:
-        centre_km = tgt.km[tile_idx].mean(0)
-    reach = distance_km(tgt, tile_idx, lon0, lat0, frame, centre_km).max() + halo_km
+    if cell is not None:  # the cell's own reach, whichever of its points are targets
+        centre_km, reach = np.asarray(cell[0], dtype=np.float64), float(cell[1]) + halo_km
+    else:
+        if frame is not None:
+            centre_km = tgt.km[tile_idx].mean(0)
+        reach = distance_km(tgt, tile_idx, lon0, lat0, frame, centre_km).max() + halo_km
     metric = frame is not None and src.km is not None
     # only the points whose latitude (or y) could be within reach: a great-circle distance is at least
     # the difference in latitude (a tiny margin for rounding; the distances decide)
@@ -244,8 +248,9 @@ def tile_plan(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], 
     so a point's prediction does not depend on how the output is chunked, and a tile cut by many
     chunks (or a polar cap, :func:`polar_caps`) encodes its context once.
     """
-    ids = polar_caps(problem, tile_ids(problem, cells, tile),
-                     lambda idx: len(window(problem, idx, halo_km)[1]["ctx_xy"]))
+    on_lattice = lattice.applies(problem)  # targets=: a point's tile does not depend on the other targets
+    ids = lattice.lattice_ids(problem, tile) if on_lattice else polar_caps(
+        problem, tile_ids(problem, cells, tile), lambda idx: len(window(problem, idx, halo_km)[1]["ctx_xy"]))
     number = np.unique(ids, axis=0, return_inverse=True)[1].reshape(-1)
     order = np.argsort(number, kind="stable")
     bounds = np.searchsorted(number[order], np.arange(int(number.max()) + 2))
@@ -257,9 +262,15 @@ def tile_plan(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], 
         groups = []
         for g, k in enumerate(ks.tolist()):
             whole = members[k]
-            if k not in tiles:
+            if k not in tiles and on_lattice:
+                centre, radius = lattice.cell(ids[whole[0]], problem, tile)
+                # its points, flat: a cell is no grid rectangle
+                tiles[k] = (*window(problem, whole, halo_km, cell=(centre, radius)), (len(whole),), whole)
+            elif k not in tiles:
                 tiles[k] = (*window(problem, whole, halo_km), *_tile_shape(problem.target, whole))
-            pos = None if len(ks) == 1 else np.flatnonzero(inv == g)
+            # a lattice tile's flat prediction is scattered into a grid block's shape, even when it is all of it
+            whole_block = len(ks) == 1 and not (on_lattice and problem.target.is_grid)
+            pos = None if whole_block else np.flatnonzero(inv == g)
             mine = idx if pos is None else idx[pos]
             groups.append((k, pos, None if len(mine) == len(whole) else np.searchsorted(whole, mine)))
         plan.append(groups)
