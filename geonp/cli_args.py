@@ -12,6 +12,14 @@ __all__ = ["parse_chunks", "parse_args"]
 _CHUNK_ITEM = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*=\s*(-?\d+)\s*")
 
 
+
+def _hours(text: str) -> float | str:
+    """``--hours``: a number of hours, or a duration string the API reads (``90min``, ``2D``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
 def parse_chunks(spec: str | None) -> int | dict[str, int] | None:
     """``"24"`` -> 24 (frames per chunk); ``"time=24,latitude=64"`` -> ``{"time": 24, "latitude": 64}``.
 
@@ -139,7 +147,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "and write {var}_mean and {var}_std to a Zarr store.")
     _common(p, model_help=_NAME_OR_PATH)
     leads = p.add_mutually_exclusive_group(required=True)
-    leads.add_argument("--hours", type=float, metavar="H", help="last lead time, a multiple of the time step")
+    leads.add_argument("--hours", type=_hours, metavar="H",
+                       help="last lead time, a multiple of the time step: hours (6) or a duration (90min, 2D)")
     leads.add_argument("--steps", type=int, metavar="N",
                        help="number of lead times of one time step each (instead of --hours; e.g. daily or "
                             "monthly data)")

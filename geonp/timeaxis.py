@@ -6,6 +6,7 @@ missing 29 February is still 24 h. No torch here.
 
 from __future__ import annotations
 
+import datetime
 import re
 
 import numpy as np
@@ -149,6 +150,16 @@ def is_monthly(values: np.ndarray) -> bool:
     return len(spacing) > 0 and bool(((spacing >= _MONTH_HOURS[0]) & (spacing <= _MONTH_HOURS[1])).all())
 
 
+def _number_or_text(hours):
+    """``hours`` as a number of hours when the text is one ("6" from the command line), else as it is."""
+    if isinstance(hours, str):
+        try:
+            return pd.Timedelta(hours=float(hours))
+        except ValueError:
+            return hours
+    return hours
+
+
 def lead_count(hours, steps, step: float) -> int:
     """The number of lead times asked for by ``hours=`` or ``steps=`` (exactly one) on an axis of ``step`` hours.
 
@@ -172,11 +183,14 @@ def lead_count(hours, steps, step: float) -> int:
         return int(steps)
     if isinstance(hours, (bool, np.bool_)):
         raise TimeAxisError(f"hours={hours!r}; expected the last lead time in hours, e.g. hours={6 * step:g}.")
-    try:
-        hours = float(hours) if not isinstance(hours, str) else pd.Timedelta(hours) / pd.Timedelta(hours=1)
-    except (TypeError, ValueError) as exc:  # "6h", "90min", "1D" are durations too
-        raise TimeAxisError(f"hours={hours!r} is not a number of hours; expected e.g. hours={6 * step:g} or a "
-                            f"duration string such as hours='{6 * step:g}h'.") from exc
+    try:  # "6h", "90min", "1D", a Timedelta or a timedelta64 are durations too (and "6" on the command line)
+        duration = isinstance(hours, (str, pd.Timedelta, datetime.timedelta, np.timedelta64))
+        hours = pd.Timedelta(_number_or_text(hours)) / pd.Timedelta(hours=1) if duration else float(hours)
+    except (TypeError, ValueError) as exc:
+        months = step >= 28 * 24  # calendar months are no fixed duration: count them
+        hint = (f"steps=6 (six {'months' if months else 'time steps'})" if months else
+                f"hours={6 * step:g} or a duration string such as hours='{6 * step:g}h'")
+        raise TimeAxisError(f"hours={hours!r} is not a number of hours; expected e.g. {hint}.") from exc
     if not np.isfinite(hours):
         raise TimeAxisError(f"hours={hours:g}; expected a finite positive multiple of the data's time step "
                             f"({step:g} h), e.g. hours={6 * step:g}.")

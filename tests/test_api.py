@@ -415,6 +415,8 @@ def test_forecast_contract_and_errors(small):
         full.np.forecast("t2m", hours="six")
     np.testing.assert_array_equal(full.np.forecast("t2m", hours="2h", model="te-pt-tnp").t2m_mean,
                                   full.np.forecast("t2m", hours=2, model="te-pt-tnp").t2m_mean)  # "2h": 2 hours
+    for span in (pd.Timedelta("2h"), np.timedelta64(120, "m")):  # before: "is not a number of hours"
+        assert full.np.forecast("t2m", hours=span, model="te-pt-tnp").sizes["lead_time"] == 2
     with pytest.raises(TimeAxisError, match="no time axis"):
         full.isel(time=0).np.forecast("t2m", hours=1)
     with pytest.raises(TimeAxisError, match="is not a time step of the data"):

@@ -90,9 +90,9 @@ def test_cli__unknown_option_exits_2(capsys, argv):
 def test_cli__bad_option_value_is_one_error_line(capsys):
     """An option value of the wrong type is one `geonp: error:` line too."""
     with pytest.raises(SystemExit) as exc:
-        main(["forecast", "x.nc", "--hours", "abc", "--out", "o.zarr"])
+        main(["forecast", "x.nc", "--steps", "abc", "--out", "o.zarr"])
     assert exc.value.code == 2
-    assert "argument --hours: invalid float value: 'abc'" in _one_error_line(capsys)
+    assert "argument --steps: invalid int value: 'abc'" in _one_error_line(capsys)
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -234,6 +234,9 @@ def test_cli_forecast__two_hours(nc, tmp_path, capsys):
     assert ds.t2m_mean.dims == ("init_time", "lead_time", "latitude", "longitude")
     assert ds.t2m_mean.shape == (1, 2, 8, 10) and np.isfinite(ds.t2m_mean.values).all()
     assert ds.valid_time.values[0, -1] == np.datetime64("2020-01-01T05:00")
+    # a duration, as the API takes (before: "invalid float value: '120min'")
+    assert main(["forecast", str(nc), "--hours", "120min", "--out", str(tmp_path / "d.zarr")]) == 0
+    np.testing.assert_array_equal(xr.open_zarr(tmp_path / "d.zarr").t2m_mean.values, ds.t2m_mean.values)
 
 
 def test_cli_fit__passes_the_options_on_and_saves(nc, tmp_path, capsys, monkeypatch):
