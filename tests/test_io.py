@@ -488,6 +488,14 @@ def test_to_zarr_metadata_and_attrs(tmp_path):
     assert ds.attrs == {"title": "synthetic"}  # input untouched
 
 
+def test_to_zarr_refuses_xarray_options_with_a_typed_error(tmp_path):
+    from geonp.errors import UnknownOptionError
+
+    with pytest.raises(UnknownOptionError, match=r"got mode=, append_dim=; it takes path, overwrite=.*mode='a'"):
+        to_zarr(_grid(), tmp_path / "out.zarr", mode="a", append_dim="time", progress=False)  # before: TypeError
+    assert not (tmp_path / "out.zarr").exists()
+
+
 def test_to_zarr_appends_history(tmp_path):
     """An existing history is kept and extended by one line; Conventions is not overridden."""
     ds = _grid().assign_attrs(history="made by hand", Conventions="CF-1.6")

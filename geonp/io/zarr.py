@@ -37,7 +37,7 @@ import xarray as xr
 import zarr
 from tqdm.auto import tqdm
 
-from ..errors import ConfigError, GeonpError, VariableTypeError, warn_user
+from ..errors import ConfigError, GeonpError, UnknownOptionError, VariableTypeError, warn_user
 from ..progress import bar_options, region_progress
 from ..variables import UNNAMED
 from .lock import check_store_path, write_lock
@@ -85,6 +85,7 @@ def to_zarr(
     attrs: Mapping[str, Any] | None = None,
     progress: bool = True,
     history: str | None = None,
+    **unknown: Any,
 ) -> Path:
     """Write ``ds`` to a Zarr store at ``path``: atomically, resumably, with provenance.
 
@@ -119,6 +120,8 @@ def to_zarr(
         inside the file ``ds`` was read from; another run is writing it (``<path>.lock``).
     VariableTypeError
         ``ds`` is not an xarray Dataset or DataArray.
+    UnknownOptionError
+        An option this function does not take (xarray's ``mode=``, ``append_dim=``...).
     ConfigError
         ``path`` ends in the suffix of another format (``.nc``, ``.tif``, ...), or a variable's name holds
         ``/`` (a group path to Zarr).
@@ -126,6 +129,11 @@ def to_zarr(
         Any geonp error raised while computing ``ds`` (bad input found late). The partial store this
         call began is removed first; one left by an earlier, interrupted run is kept.
     """
+    if unknown:  # xarray's own to_zarr options (mode=, append_dim=, region=...): a TypeError before
+        raise UnknownOptionError(
+            f"geonp.to_zarr got {', '.join(f'{k}=' for k in unknown)}; it takes path, overwrite=, attrs=, progress= "
+            "and history=. It writes a whole new store at once (resuming an interrupted write of the same data); to "
+            "append to or update part of a store use xarray's own ds.to_zarr(path, mode='a', append_dim=...).")
     if not isinstance(ds, (xr.Dataset, xr.DataArray)):
         raise VariableTypeError(f"to_zarr got a {type(ds).__name__}; expected an xarray Dataset or DataArray, e.g. "
                                 "the result of ds.np.infill(...) or xr.DataArray(values, dims=...).")
