@@ -237,7 +237,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         calibrate, model, work.isel(past), layout, lag=lag, context_frames=int(m.settings["context_frames"]),
         kind=kind, raw=ds.isel(past) if kind != "none" else None, halo=halo, tile=tile,
         max_lead=calibrate_input.calibrated_leads(n_leads + region, history, int(m.settings["context_frames"]), lag))
-    calibrate_input.warn_uncalibrated_seasonal(model, calibration, kind)
+    calibrate_input.warn_uncalibrated(model, calibration, kind, auto=calibrate == "auto")
     lazy = ds[layout.var].chunks is not None or chunks is not None
     chunk_map = chunk_sizes(chunks, layout, ds, forecast=True)
     # the history up to the first initial time sets the problem's scales (the departures' first `lag` are undefined)

@@ -18,7 +18,7 @@ import xarray as xr
 from dask.delayed import Delayed
 
 from . import geo
-from .errors import ConfigError, NoDataError, UnvalidatedStepWarning, warn_user
+from .errors import ConfigError, NoDataError, UncalibratedWarning, UnvalidatedStepWarning, warn_user
 from .fitting import MAX_LEAD, fit_model
 from .memo import ProcessMemo
 from .model import Model, check_settings, default_settings
@@ -28,7 +28,7 @@ from .pretrained import PRETRAINED, shipped_name
 
 __all__ = ["calibration_fields", "calibration_inits", "calibration_sample", "check_option",
            "delayed_calibration", "forecast_calibration", "infill_calibration", "note",
-           "trend_weights", "warn_uncalibrated_seasonal", "grid_roughness", "AUTO_CALIBRATION_INITS",
+           "trend_weights", "warn_uncalibrated", "grid_roughness", "AUTO_CALIBRATION_INITS",
            "AUTO_CALIBRATION_POINTS", "ROUGH_GRID", "CALIBRATION_FIELDS", "CALIBRATION_VALUES"]
 
 #: initial times the history must hold before a forecast calibrates the shipped weights by default
@@ -94,7 +94,7 @@ def forecast_calibration(calibrate, model, history: xr.Dataset, layout: geo.Layo
     :data:`AUTO_CALIBRATION_INITS` initial times (:func:`calibration_inits`) with
     ``context_frames`` past frames each; forecasts of departures from an annual cycle
     (``kind="seasonal"``) with one: without its damping the network alone is worse than the
-    cycle (:func:`warn_uncalibrated_seasonal`).
+    cycle (:func:`warn_uncalibrated`).
     """
     auto = calibrate == "auto"
     if auto:
@@ -105,19 +105,30 @@ def forecast_calibration(calibrate, model, history: xr.Dataset, layout: geo.Layo
                                **options) if calibrate else None
 
 
-def warn_uncalibrated_seasonal(model, calibration: Delayed | None, kind: str) -> None:
-    """Warn when shipped weights forecast departures from an annual cycle without a calibration.
+def warn_uncalibrated(model, calibration: Delayed | None, kind: str, auto: bool = True) -> None:
+    """Warn when shipped weights forecast without a calibration: too little history (``auto``), or departures.
 
-    The network alone carries the context's anomalies on: on monthly Colorado tmax it scored
-    2.88 °C at +1 month against the annual cycle's 2.44 (``benchmarks/coarse_forecast.py``); the
-    calibration's damped blend scores 2.30.
+    The network's std alone missed the errors by up to 2 × either way on ERA5 t2m with 2–8 frames of
+    history (a twenty-fifth new-user test), which only ``geonp_calibrated="no"`` recorded. Departures
+    from an annual cycle: the network alone carries the context's anomalies on (monthly Colorado
+    tmax: 2.88 °C at +1 month against the annual cycle's 2.44, ``benchmarks/coarse_forecast.py``; the
+    calibration's damped blend scores 2.30).
     """
-    if kind == "seasonal" and calibration is None and shipped_name(model) is not None:
-        warn_user("forecasting departures from the annual cycle with the shipped weights uncalibrated "
-                      "(calibrate=False, or too little history): the network alone is worse than the cycle itself "
-                      "(monthly Colorado tmax: 2.88 degC at +1 month against the cycle's 2.44; calibrated 2.30). "
-                      "Leave calibrate='auto' with a few initial times of history before the first one.",
-                      UnvalidatedStepWarning)
+    if calibration is not None or shipped_name(model) is None:
+        return
+    if kind != "seasonal":
+        if auto:
+            warn_user(f"the forecast is left uncalibrated: the history before the first initial time holds fewer "
+                      f"than {AUTO_CALIBRATION_INITS} initial times with their context and {MAX_LEAD} leads, so "
+                      "the network's std stands alone (it missed the errors by up to 2x either way with a few frames "
+                      "of history). Give more history before the first initial time, or pass calibrate=False to "
+                      "forecast uncalibrated without this warning.", UncalibratedWarning)
+        return
+    warn_user("forecasting departures from the annual cycle with the shipped weights uncalibrated "
+              "(calibrate=False, or too little history): the network alone is worse than the cycle itself "
+              "(monthly Colorado tmax: 2.88 degC at +1 month against the cycle's 2.44; calibrated 2.30). "
+              "Leave calibrate='auto' with a few initial times of history before the first one.",
+              UnvalidatedStepWarning)
 
 
 def note(model: Model, calibration: Delayed | None, how: str) -> str:

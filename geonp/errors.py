@@ -168,6 +168,10 @@ class UnvalidatedStepWarning(UserWarning):
     """A forecast with shipped weights on daily or longer steps, where they have not been validated."""
 
 
+class UncalibratedWarning(UserWarning):
+    """A forecast with the shipped weights left uncalibrated by ``calibrate="auto"``: too little history."""
+
+
 class MixedTimesWarning(UserWarning):
     """Some times lie off the step of the others (stations reporting at :20 among others at :00)."""
 

@@ -316,3 +316,16 @@ def test_a_region_late_by_more_than_twice_the_context_frames_is_forecast_from_it
     np.testing.assert_allclose(ratio[0, -1], 2.0**10, rtol=1e-5)  # lead 1: 1 + 10 frames
     np.testing.assert_allclose(ratio[1, -1], 2.0**11, rtol=1e-5)
     np.testing.assert_allclose(ratio[0, ds.latitude.values < 51.0], 1.0, rtol=1e-5)  # on time: lead 1
+
+
+def test_a_forecast_left_uncalibrated_for_want_of_history_says_so():
+    """Before, only geonp_calibrated='no' told (the std alone missed ERA5 errors by up to 2 x either way)."""
+    full, _ = field(times=6, keep=1.0)
+    with pytest.warns(geonp.UncalibratedWarning, match="left uncalibrated: the history before the first initial"):
+        out = full.np.forecast("t2m", hours=2)
+    assert out.attrs["geonp_calibrated"] == "no"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geonp.UncalibratedWarning)
+        full.np.forecast("t2m", hours=2, calibrate=False)  # asked for: no warning
+        fitted = full.np.fit("t2m", task="forecast", steps=0, progress=False, covariates=[], calibration_tasks=4)
+        full.np.forecast("t2m", hours=2, model=fitted)  # a fitted model carries its own calibration
