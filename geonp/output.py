@@ -69,6 +69,9 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
     out = mask_outputs(out)  # NaN outside mask= (where the field is not defined)
     where = crs_layout or layout
     if not _lonlat_off_axes(out, where):
+        # the input's own grid mapping (carried as a coordinate) would name a second CRS beside the one written
+        stale = [n for n, c in out.coords.items() if c.ndim == 0 and "grid_mapping_name" in c.attrs]
+        out = out.drop_vars(stale)
         sx, sy = where.xy_scale
         out = write_crs(out, in_axis_units(pyproj.CRS.from_user_input(where.crs), sx) if sx == sy else where.crs)
     if not where.is_grid:  # CF discrete sampling geometry: stations

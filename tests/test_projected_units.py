@@ -63,6 +63,16 @@ def test_xy_in_other_units_give_the_predictions_of_metres(in_metres, units, fact
     assert geo.describe(out, "t2m_mean")[1].xy_scale == pytest.approx((1.0, 1.0))  # read back: in the CRS unit
 
 
+def test_the_input_grid_mapping_gives_way_to_the_one_written():
+    """A CF grid-mapping variable of the input (in metres) is not carried beside the output's CRS (in km)."""
+    ds = bng_field("km", 1000.0)
+    ds = ds.assign_coords(OSGB=xr.Variable((), 0, pyproj.CRS.from_epsg(27700).to_cf())).drop_vars("spatial_ref")
+    ds["t2m"].attrs["grid_mapping"] = "OSGB"
+    out = ds.np.infill(model="bsa-tnp")
+    assert "OSGB" not in out.variables and out.spatial_ref.attrs["crs_wkt"]
+    assert {out[v].encoding["grid_mapping"] for v in out.data_vars} == {"spatial_ref"}
+
+
 def test_a_geotiff_of_km_output_lies_where_the_input_does(tmp_path):
     """Rioxarray writes the coordinates as they are: the CRS beside them must be in km too."""
     rioxarray = pytest.importorskip("rioxarray")
