@@ -20,6 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
+from dask.delayed import Delayed
 
 from . import frames, geo, timeaxis
 from .data.tasks import frame_groups
@@ -27,6 +28,7 @@ from .domain import find_domain
 from .errors import ConfigError
 from .frames import Frame
 from .geo import Layout
+from .graph import BlockGraph, space_chunks, window_index
 from .inference import ModelPayload, forecast_block, infill_block
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
@@ -34,12 +36,9 @@ from .surface import COASTLINE, find_land, land_like_source
 from .tiling import (
     axis_steps_km,
     block_positions,
-    combine,
-    one_layer,
     output_blocks,
     tile_cells,
     tile_plan,
-    window_task,
 )
 
 __all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast"]
@@ -244,12 +243,10 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     fchunks = _frame_chunks(T, frames_per_block)
     group = frames_per_task(settings.get("frames_per_task", 1), half, payload.name)
     n_tasks = len(plan.tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
-    payload_d = dask.delayed(payload, pure=True, traverse=False)
-    norm = _block_norm(problem, calibration)
+    payload_d, norm, norm_key = _inputs(problem, payload, calibration)
+    graph = BlockGraph(problem.data, [d for d in (payload_d, norm) if isinstance(d, Delayed)],
+                       _identity(problem, settings, chunks, device, batch_size, "infill", fills_empty, norm))
     t_units = problem.t_units
-    n_tiles = [len({s[k].start for s, _ in tiles}) for k in range(len(problem.target.dims))]
-    means = np.empty((*problem.extra_shape, len(fchunks), *n_tiles), dtype=object)
-    stds = np.empty_like(means)
     tile_pos = block_positions(tiles)
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for fi, fr in enumerate(fchunks):
@@ -258,18 +255,18 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
             predicted = {}  # each tile once, for every block it meets
             for k, (sel, meta, shape, _) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
-                     "half_window": half_units, "norm": norm, "tile_shape": shape, "device": device,
+                     "half_window": half_units, "tile_shape": shape, "device": device,
                      "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None,
                      "groups": [g - lo for g in fgroups] if group > 1 else None,
                      "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
-                predicted[k] = dask.delayed(infill_block, pure=True)(payload_d, _window(problem, e, lo, hi, sel), m)
+                predicted[k] = graph.tile((*e, fi, k), infill_block, payload_d.key,
+                                          graph.window(window_index(e, slice(lo, hi), sel)), m, norm_key)
             for (slices, _), groups, pos in zip(tiles, plan.blocks, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
-                blk = combine([predicted[k] for k, _, _ in groups], groups, (len(fr), *shape), 1)
-                full = (1,) * len(e) + (len(fr),) + shape
-                means[(*e, fi, *pos)] = da.from_delayed(blk[0], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
-                stds[(*e, fi, *pos)] = da.from_delayed(blk[1], shape=(len(fr), *shape), dtype=np.float32).reshape(full)
-    return one_layer(da.block(means.tolist())), one_layer(da.block(stds.tolist()))
+                graph.block((*e, fi, *pos), [predicted[k] for k, _, _ in groups], groups,
+                            (len(fr), *shape), 1, (1,) * len(e) + (len(fr),) + shape)
+    return graph.arrays((*((1,) * n for n in problem.extra_shape), tuple(len(fr) for fr in fchunks),
+                         *space_chunks(tiles)))
 
 
 def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, inits: np.ndarray, leads: np.ndarray,
@@ -289,15 +286,13 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     plan = tile_plan(problem, tiles, halo_km, cells, tile)
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
     n_tasks = len(plan.tiles) * len(ichunks) * int(np.prod(problem.extra_shape))
-    payload_d = dask.delayed(payload, pure=True, traverse=False)
-    norm = _block_norm(problem, calibration)
+    payload_d, norm, norm_key = _inputs(problem, payload, calibration)
+    identity = _identity(problem, settings, chunks, device, batch_size, "forecast", (inits, leads, reach), norm)
+    graph = BlockGraph(problem.data, [d for d in (payload_d, norm) if isinstance(d, Delayed)], identity)
     lead_hours = leads * problem.step_hours
     lead_units = lead_hours / problem.time_unit_hours
     t_units = problem.t_units
     tile_pos = block_positions(tiles)
-    n_tiles = [len({s[k].start for s, _ in tiles}) for k in range(len(problem.target.dims))]
-    means = np.empty((*problem.extra_shape, len(ichunks), 1, *n_tiles), dtype=object)
-    stds = np.empty_like(means)
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for ci, ini in enumerate(ichunks):
             lo, hi = max(0, int(ini.min()) - W - reach + 1), int(ini.max()) + 1
@@ -305,28 +300,35 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
             for k, (sel, meta, shape, points) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
                      "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
-                     "reach": reach, "norm": norm, "tile_shape": shape,
+                     "reach": reach, "tile_shape": shape,
                      "device": device, "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None}
                 # the initial frame at the tile's own points: calibrated forecasts shrink towards it
                 persist = None
-                if problem.norm.lead_mean_weight or calibration is not None:
-                    now = problem.data[(*e, ini)]  # [inits, *space], then the tile's slices or stations
-                    persist = window_task(now[(slice(None), *points)] if isinstance(points, tuple) else now[:, points])
-                predicted[k] = dask.delayed(forecast_block, pure=True)(
-                    payload_d, _window(problem, e, lo, hi, sel), m, persist)
+                if problem.norm.lead_mean_weight or calibration is not None:  # [inits, *space] at its points
+                    persist = graph.window(window_index(e, np.asarray(ini), points))
+                predicted[k] = graph.tile((*e, ci, k), forecast_block, payload_d.key,
+                                          graph.window(window_index(e, slice(lo, hi), sel)), m, norm_key, persist)
             for (slices, _), groups, pos in zip(tiles, plan.blocks, tile_pos):
                 shape = tuple(s.stop - s.start for s in slices)
                 inner = (len(ini), len(leads), *shape)
-                blk = combine([predicted[k] for k, _, _ in groups], groups, inner, 2)
-                full = (1,) * len(e) + inner
-                means[(*e, ci, 0, *pos)] = da.from_delayed(blk[0], shape=inner, dtype=np.float32).reshape(full)
-                stds[(*e, ci, 0, *pos)] = da.from_delayed(blk[1], shape=inner, dtype=np.float32).reshape(full)
-    return one_layer(da.block(means.tolist())), one_layer(da.block(stds.tolist()))
+                graph.block((*e, ci, 0, *pos), [predicted[k] for k, _, _ in groups], groups, inner, 2,
+                            (1,) * len(e) + inner)
+    return graph.arrays((*((1,) * n for n in problem.extra_shape), tuple(len(i) for i in ichunks), (len(leads),),
+                         *space_chunks(tiles)))
 
 
-def _window(problem: Problem, e: tuple, lo: int, hi: int, sel):
-    """One task giving frames ``lo:hi`` of the source points ``sel`` (slices or point indices) at extra index ``e``."""
-    return window_task(problem.data[(*e, slice(lo, hi), *(sel if isinstance(sel, tuple) else (sel,)))])
+def _inputs(problem: Problem, payload: ModelPayload, calibration):
+    """The payload as one task, the blocks' normaliser (plain data, or a task on a calibration), and its key."""
+    payload_d = dask.delayed(payload, pure=True, traverse=False)
+    norm = _block_norm(problem, calibration)
+    return payload_d, norm, norm.key if isinstance(norm, Delayed) else norm
+
+
+def _identity(problem: Problem, settings: dict, chunks: dict, device: str, batch_size: int, *more) -> tuple:
+    """What names a prediction's keys beside its input: settings, coordinates, options (see :class:`BlockGraph`)."""
+    spaces = [(sp.lon, sp.lat, sp.km, sp.elevation, sp.land, sp.domain) for sp in (problem.source, problem.target)]
+    return (dict(settings), dict(chunks), device, batch_size, problem.hours, problem.unit_km, problem.time_unit_hours,
+            problem.fill_gaps, spaces, *[m if not isinstance(m, Delayed) else m.key for m in more])
 
 
 def _block_norm(problem: Problem, calibration):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS",
            "axis_steps_km", "distance_km", "gap_reach",
            "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
-           "TilePlan", "tile_plan", "scatter", "combine", "window_task", "one_layer"]
+           "TilePlan", "tile_plan", "scatter", "window_task", "one_layer"]
 
 #: the largest default tile edge (grid cells; tiles span ``tile`` model units) and the station chunk
 DEFAULT_TILE = 128
@@ -306,13 +306,6 @@ def scatter(parts: list, places: list, shape: tuple, lead: int) -> tuple[np.ndar
         mean[..., where] = m
         std[..., where] = sd
     return mean.reshape(shape), std.reshape(shape)
-
-
-def combine(parts: list, groups: list, shape: tuple, lead: int):
-    """The delayed (mean, std) of a block: its one tile's, or its tiles' parts scattered together."""
-    if len(parts) == 1 and groups[0][1] is None and groups[0][2] is None:
-        return parts[0]
-    return dask.delayed(scatter, pure=True)(parts, [(pos, take) for _, pos, take in groups], shape, lead)
 
 
 def block_positions(tiles) -> list[tuple[int, ...]]:
