@@ -9,6 +9,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 
+import numpy as np
 import xarray as xr
 
 from . import geo
@@ -80,10 +81,11 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         if out.attrs["featureType"] == "timeSeries" and station in out.coords and station in out.dims:
             out[station].attrs["cf_role"] = "timeseries_id"  # the series' identifier (CF 9.5)
     given = {} if not isinstance(source, xr.Dataset) else {  # a DataArray's attributes are its variable's
-        k: v for k, v in source.attrs.items() if k not in _OWN_ATTRS and not str(k).startswith("geonp_")}
+        k: _netcdf_value(v) for k, v in source.attrs.items() if k not in _OWN_ATTRS and not str(k).startswith("geonp_")}
     line = (f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
             f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})")
-    before = str(source.attrs.get("history", "")).rstrip("\n") if isinstance(source, xr.Dataset) else ""
+    before = _netcdf_value(source.attrs.get("history", "")) if isinstance(source, xr.Dataset) else ""
+    before = before.rstrip("\n") if isinstance(before, str) else str(before)
     targets = crs_layout is not None and crs_layout is not layout
     elevation = layout.elevation if not targets or crs_layout.elevation is not None else None
     out.attrs = {**given, **out.attrs}
@@ -93,7 +95,7 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         "history": f"{before}\n{line}" if before else line,
         "source": f"geonp {_version()} neural process {model.name}",
         "geonp_version": _version(),
-        "geonp_environment": environment(),
+        "geonp_environment": environment(),  # again once an eager result is computed (the kernel ran or not)
         "geonp_model": model.name,
         "geonp_model_source": model.source or "in memory",
         "geonp_checkpoint_sha256": model.digest,
@@ -101,11 +103,44 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         "geonp_settings": json.dumps(dict(model.settings), sort_keys=True, default=str),
         "geonp_task": task,
         "geonp_input": "\n".join((input_files(source) if source is not None else []) or ["in memory"]),
-        "geonp_targets": f"targets= ({', '.join(crs_layout.space_dims)})" if targets else "the input's own points",
+        "geonp_targets": _targets_note(out, crs_layout) if targets else "the input's own points",
         "geonp_elevation": str(elevation) if elevation else "none",  # the covariates used
         "geonp_land": str(layout.land) if layout.land else "none",
     })
-    return out if lazy else out.compute()
+    if lazy:
+        return out
+    out = out.compute()
+    out.attrs["geonp_environment"] = environment()
+    return out
+
+
+def _targets_note(out: xr.Dataset, layout: geo.Layout) -> str:
+    """``targets=`` for the provenance: its dims, number of points and extent in its own coordinates."""
+    points = int(np.prod([out.sizes[d] for d in layout.space_dims if d in out.sizes]))
+    extent = [f"{name} {float(out[name].min()):g}..{float(out[name].max()):g}"
+              for name in (layout.x, layout.y) if name in out.coords]
+    return f"targets= ({', '.join(layout.space_dims)}): {points} points, {', '.join(extent)}"
+
+
+def _netcdf_value(value):
+    """An input attribute as NetCDF can store it: strings, numbers and lists of either as they are.
+
+    Zarr attributes may hold anything JSON does: a dict becomes its JSON text, a list of lines (a
+    ``history``) one text of lines, a boolean 0/1 and ``None`` an empty text, so that the output of such an
+    input still writes to NetCDF.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (str, int, float, np.number, np.ndarray)):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, str) for v in value):
+            return "\n".join(value)
+        if all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value):
+            return list(value)
+    return json.dumps(value, default=str)
 
 
 #: global attributes geonp sets itself (the input's are replaced, its history extended)

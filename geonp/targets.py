@@ -75,6 +75,12 @@ def _target_points(targets: xr.Dataset, elevation: str | None = None) -> xr.Data
             ref = c
             break
     if ref is None:
+        scalars = [str(n) for n, c in coords.coords.items() if c.ndim == 0 and (
+            _is_lat(n, c) or _is_lon(n, c) or str(n).lower() in ("x", "y", "easting", "northing"))]
+        if scalars:
+            raise CoordinateError(f"targets= has its space coordinates {scalars} as scalars (one point without a "
+                                  "dimension); expected them along a dim, e.g. targets.expand_dims('point') or "
+                                  "xr.Dataset(coords={'lat': ('point', [39.5]), 'lon': ('point', [-105.0])}).")
         raise CoordinateError(f"targets= has no recognisable space coordinates (found {list(coords.coords)}); "
                               "expected latitude/longitude or x/y coordinates.")
     dims = []

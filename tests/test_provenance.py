@@ -43,6 +43,7 @@ def test_the_settings_that_change_the_numbers_are_recorded():
     assert tuned.attrs["geonp_mask"].startswith("mask='observed': ") and "geonp_mask" not in plain.attrs
     assert plain.attrs["geonp_input"] == "in memory" and plain.attrs["geonp_targets"] == "the input's own points"
     assert "torch " in plain.attrs["geonp_environment"] and "compiled bias kernel" in plain.attrs["geonp_environment"]
+    assert "where it builds" not in plain.attrs["geonp_environment"]  # an eager result says whether it ran
 
 
 def test_targets_without_an_elevation_record_none():
@@ -51,7 +52,7 @@ def test_targets_without_an_elevation_record_none():
     with pytest.warns(geonp.MissingCovariateWarning):
         out = st.np.infill("tmax", targets=grid)
     assert out.attrs["geonp_elevation"] == "none"  # before: "elevation", which the prediction left out
-    assert out.attrs["geonp_targets"] == "targets= (lat, lon)"
+    assert out.attrs["geonp_targets"] == "targets= (lat, lon): 12 points, lon -107.5..-104, lat 38.5..40.5"
     assert st.np.infill("tmax").attrs["geonp_elevation"] == "elevation"
 
 
@@ -80,3 +81,38 @@ def test_the_input_global_attributes_and_history_carry_over():
     assert out.attrs["geonp_task"] == "infill"
     assert out.t2m_mean.attrs["cell_methods"] == "time: point" and out.t2m_filled.attrs["cell_methods"] == "time: point"
     assert "cell_methods" not in out.t2m_std.attrs
+
+
+def test_the_files_a_lazy_input_still_reads_are_found_after_everyday_operations(tmp_path):
+    """.where, .astype, a DataArray, concat and open_mfdataset drop the encoding; the graph still reads the stores."""
+    ds, _ = field(times=4)
+    for name, part in (("a.zarr", ds.isel(time=slice(0, 2))), ("b.zarr", ds.isel(time=slice(2, 4)))):
+        part.to_zarr(tmp_path / name)
+    a = xr.open_zarr(tmp_path / "a.zarr")
+    for derived in (a.where(a.t2m > 0), a.astype("float64"), a.t2m):
+        out = derived.np.infill("t2m") if isinstance(derived, xr.Dataset) else derived.np.infill()
+        assert out.attrs["geonp_input"] == str(tmp_path / "a.zarr")
+        with pytest.raises(OutputExistsError, match="is the file the data were read from"):
+            geonp.to_zarr(out, tmp_path / "a.zarr", overwrite=True, progress=False)  # before: written over
+    both = xr.concat([a, xr.open_zarr(tmp_path / "b.zarr")], "time").np.infill("t2m")
+    assert both.attrs["geonp_input"].splitlines() == [str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")]
+    with pytest.raises(OutputExistsError, match="is the file the data were read from"):
+        geonp.to_zarr(both, tmp_path / "b.zarr", overwrite=True, progress=False)
+    assert list(xr.open_zarr(tmp_path / "b.zarr").data_vars) == ["t2m"]
+
+
+def test_input_attributes_netcdf_cannot_hold_are_written_as_text(tmp_path):
+    ds, _ = field()
+    ds.attrs.update(meta={"a": 1}, flag=True, nothing=None, history=["first", "second"], levels=[1, 2])
+    out = ds.np.infill("t2m")
+    assert out.attrs["meta"] == '{"a": 1}' and out.attrs["flag"] == 1 and out.attrs["nothing"] == ""
+    assert out.attrs["levels"] == [1, 2] and out.attrs["history"].splitlines()[:2] == ["first", "second"]
+    out.to_netcdf(tmp_path / "out.nc")  # before: TypeError, invalid value for attr 'meta'
+
+
+def test_a_single_point_given_as_scalars_says_how_to_give_it_a_dim():
+    from geonp.errors import CoordinateError
+
+    st = stations()
+    with pytest.raises(CoordinateError, match=r"space coordinates \['lat', 'lon'\] as scalars.*expand_dims"):
+        st.np.infill("tmax", targets=xr.Dataset(coords={"lat": 39.5, "lon": -105.0}))
