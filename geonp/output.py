@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from . import geo
-from .io.open import input_files
+from .io.sources import input_files
 
 __all__ = ["variable_attrs", "finish", "space_coords", "model_digest", "environment"]
 

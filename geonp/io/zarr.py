@@ -41,7 +41,7 @@ from ..errors import ConfigError, GeonpError, UnknownOptionError, VariableTypeEr
 from ..progress import bar_options, region_progress
 from ..variables import UNNAMED
 from .lock import check_store_path, write_lock
-from .open import input_files
+from .sources import input_files
 from .zarr_prepare import attr_value, prepare
 
 __all__ = ["to_zarr"]
