@@ -34,9 +34,9 @@ def _graph_files(variable: xr.Variable) -> list:
     adapters (``.array``): a ``ZarrArrayWrapper`` holds the zarr array (``._array.store``, whose ``root``
     is the store's folder), a NetCDF wrapper its ``datastore`` (``._filename``). Anything else is passed by.
     """
-    data = variable.data
-    if not hasattr(data, "__dask_graph__"):
+    if variable.chunks is None:  # not dask-backed (and .data would read a lazily opened file into memory)
         return []
+    data = variable.data
     out = []
     for value in dict(data.__dask_graph__()).values():
         for _ in range(8):  # down the adapters (ImplicitToExplicitIndexingAdapter, CopyOnWriteArray, ...)
