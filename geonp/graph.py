@@ -2,9 +2,9 @@
 
 :func:`geonp.chunked.lazy_infill` and :func:`~geonp.chunked.lazy_forecast` predict every tile once and
 assemble each output block from the tiles it meets (:func:`geonp.tiling.tile_plan`). Built with
-``dask.delayed`` calls, ``da.from_delayed`` and ``da.block``, such a graph cost about 6 ms of
-tokenising, layer merging and per-task ordering per tile: a 0.5° global frame (2,742 tiles) spent
-11 CPU-s building its graph and as long again running it with the predictions replaced by zeros.
+``dask.delayed`` calls, ``da.from_delayed`` and ``da.block``, such a graph cost about 3 ms of
+tokenising and layer merging per tile: a 0.5° global frame (2,742 tiles) took 12.0 CPU-s to build
+its graph, 4.3 as written here (docs/benchmarks.md, "A prediction's graph written out task by task").
 Here the graph is one dictionary with a task per tile, reading its window straight from the
 input's chunk keys (so each chunk is still read once per compute), and a task per output block
 and array.
@@ -104,8 +104,8 @@ class BlockGraph:
             stop = max(stop, start)
             first = int(np.clip(np.searchsorted(bounds, start, side="right") - 1, 0, len(chunks[axis]) - 1))
             ids = [c for c in range(len(chunks[axis])) if bounds[c] < stop and bounds[c + 1] > start] or [first]
-            local = [slice(max(start, bounds[c]) - bounds[c], max(min(stop, bounds[c + 1]) - bounds[c],
-                                                                   max(start, bounds[c]) - bounds[c])) for c in ids]
+            # each chunk's part of [start, stop): empty in the one chunk holding start when the range is empty
+            local = [slice(max(start, bounds[c]) - bounds[c], min(stop, bounds[c + 1]) - bounds[c]) for c in ids]
             per_axis.append((ids, local, True))
 
         def nest(axis: int, chosen: tuple, where: tuple):

@@ -256,8 +256,9 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     gaps = [None if t is None else gap_to_context(t) for t in tasks]
     n_source = len(window.xy) - n_tgt  # the window holds the source points, then the targets
     fill = bool(meta.get("fill_gaps"))  # filling gaps: a task is coarsened by its window's deepest gap
+    deep = reach.deepest_gaps(window, n_source, groups, meta) if fill else [None] * len(tasks)
     coarse = [_own_frames(None if t is None else coarsen_far(t, gap=d) if fill else t, [k for _, k in where], n_tgt)
-              for t, d, where in zip(tasks, reach.deepest_gaps(window, n_source, groups, gaps, meta), own)]
+              for t, d, where in zip(tasks, deep, own)]
     # targets=: each target by its own gap, so that a target's prediction does not depend on the others asked for
     factors = None if fill else [reach.target_factors(np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where]))
                                  for t, g, where in zip(coarse, gaps, own) if t is not None]

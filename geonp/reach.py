@@ -105,15 +105,13 @@ def window_gap(window: Window, n_source: int, group: np.ndarray, domain: np.ndar
     return np.concatenate(out)
 
 
-def deepest_gaps(window: Window, n_source: int, groups, gaps, meta: dict) -> list:
-    """Per frame group, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
+def deepest_gaps(window: Window, n_source: int, groups, meta: dict) -> list:
+    """Per frame group of a gap filling, the distances that decide its coarsening (:func:`geonp.data.coarsen_far`).
 
-    Filling gaps, those of every missing point of the window; at ``targets=`` the targets' own
-    (each target is coarsened by its own, :func:`target_factors`).
+    Those of every missing point of the window, so that the decision does not depend on how chunks
+    cut tiles. At ``targets=`` each target is coarsened by its own distance instead (:func:`target_factors`).
     """
-    if meta.get("fill_gaps"):
-        return [window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
-    return list(gaps)
+    return [window_gap(window, n_source, g, domain=meta.get("ctx_domain")) for g in groups]
 
 
 #: steps per doubling of a target's coarsening factor (:func:`target_factors`)

@@ -9,8 +9,10 @@ its part of every tile it meets (:func:`tile_plan`). So a point's prediction dep
 how the output is chunked nor on the order its axes are stored in (descending latitude, reversed
 longitude). On a global grid the bands of tiles about the poles become one tile each
 (:func:`geonp.poles.polar_caps`). Windows the size of the pretraining tasks predict better than
-one window over a large grid (docs/geometry.md). :func:`window_task` hands a block its window as
-one task on the input's own chunk tasks, so each chunk is read once.
+one window over a large grid (docs/geometry.md). The prediction's graph is written by
+:class:`geonp.graph.BlockGraph`; :func:`window_task` and :func:`one_layer` serve the graphs that
+:mod:`geonp.bridge` builds with ``dask.delayed``. ``targets=`` on regional data is tiled by
+:mod:`geonp.lattice`.
 """
 
 from __future__ import annotations
