@@ -37,7 +37,6 @@ import numpy as np
 
 from .errors import NO_CONTEXT_MESSAGE, NoContextWarning, warn_user
 from .memo import ProcessMemo
-from .tiling import one_layer, window_task
 
 __all__ = ["MAX_GAP", "FrameStats", "frame_stats", "bridge_empty"]
 
@@ -151,7 +150,7 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
         cuts = [tuple(slice(int(e[k]), int(e[k + 1])) for e, k in zip(edges, tile)) for tile in tiles]
         # the frames missing whole, from a flag per frame of each of the input's chunks (never the whole frames
         # at once); the windows as tasks on the chunks' own keys (read once, with the prediction's reads:
-        # geonp.tiling.window_task)
+        # window_task)
         pieces = y0[lo:hi].to_delayed(optimize_graph=False)
         empty = dask.delayed(_missing_whole, pure=True)(
             [[dask.delayed(_seen, pure=True)(p) for p in np.ravel(row)] for row in pieces])
@@ -284,3 +283,30 @@ def _kriged(t: int, a: np.ndarray, b: np.ndarray, value: np.ndarray,
     var = 2 * wa * ga + 2 * wb * gb - 2 * wa * wb * gab
     none = (a == 0) & (b == 0)
     return np.where(none, np.nan, mean), np.where(none, np.nan, np.maximum(var, 1e-12))
+
+
+def window_task(values) -> dask.delayed.Delayed:
+    """One task giving a block's window of the data (a dask array), built on the source chunks' own tasks.
+
+    Every window of one graph depends on the same source chunk keys, so each chunk of a lazily
+    opened file is read once per compute. (A dask array handed to ``dask.delayed`` as it is gets its
+    graph optimised per call, into a fused copy of the reads of its own: one 24-frame Zarr chunk was
+    read 63 times.)
+    """
+    pieces = values.to_delayed(optimize_graph=False)
+    return dask.delayed(_join, pure=True)(pieces.tolist())
+
+
+def _join(pieces: list) -> np.ndarray:
+    return np.block(pieces)
+
+
+def one_layer(array: da.Array) -> da.Array:
+    """``array`` with its graph as one layer: the same tasks and keys, so each source chunk is still read once.
+
+    A prediction's graph has a layer per task (every ``dask.delayed`` call and block adds one), and
+    dask's cull at compute, like every later ``dask.delayed`` call on a block, costs the number of
+    layers times the keys: quadratic in the blocks. A 0.5° global grid's graph (2,972 tiles) took
+    118 s to build and run with no prediction, 27 s as one layer (docs/benchmarks.md, "Global grids").
+    """
+    return da.Array(dict(array.__dask_graph__()), array.name, array.chunks, meta=array._meta)

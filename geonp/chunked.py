@@ -238,7 +238,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     halo_km = float(settings["halo"]) * problem.unit_km
     tile = float(settings["tile"])
     cells = tile_cells(problem, tile)
-    tiles = output_blocks(problem.target, chunks, cells)
+    tiles = output_blocks(problem.target, chunks, cells, periodic=problem.frame is None)
     plan = tile_plan(problem, tiles, halo_km, cells, tile)
     fchunks = _frame_chunks(T, frames_per_block)
     group = frames_per_task(settings.get("frames_per_task", 1), half, payload.name)
@@ -282,7 +282,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     halo_km = float(settings["halo"]) * problem.unit_km
     tile = float(settings["tile"])
     cells = tile_cells(problem, tile)
-    tiles = output_blocks(problem.target, chunks, cells)
+    tiles = output_blocks(problem.target, chunks, cells, periodic=problem.frame is None)
     plan = tile_plan(problem, tiles, halo_km, cells, tile)
     ichunks = [inits[s:s + per_block] for s in range(0, len(inits), per_block)]
     n_tasks = len(plan.tiles) * len(ichunks) * int(np.prod(problem.extra_shape))

@@ -23,7 +23,7 @@ from . import geo
 if TYPE_CHECKING:
     from .chunked import Problem
 
-__all__ = ["CAP_GROWTH", "polar_caps", "pole_rows", "merge_pole_copies"]
+__all__ = ["CAP_GROWTH", "polar_caps", "ring_axis", "pole_rows", "merge_pole_copies"]
 
 #: a polar band of tiles becomes one cap while the cap's window holds at most this many times the
 #: points of the band's largest tile's window (:func:`polar_caps`)
@@ -87,12 +87,15 @@ def polar_caps(problem: Problem, ids: np.ndarray, window_points: Callable[[np.nd
     (``window_points(target indices)``: the source points in their window,
     :func:`geonp.tiling.window`); otherwise runs of neighbouring tiles as long as that holds for
     them, down to the first band where even two tiles would not. Only a grid whose rows (or
-    columns) are whole circles of latitude is changed.
+    columns) are whole circles of latitude is changed. A band's tiles are taken in their order from
+    −180° (:func:`geonp.tiling.grid_tiles`), and a band cut into runs is cut into an even number of
+    them, so that the meridians 0° and 180° stay between runs (where a grid in either longitude
+    convention is stored from).
     """
     space = problem.target
     if problem.frame is not None or not space.is_grid or len(space.shape) != 2:
         return ids
-    ring = _ring_axis(space.lon.reshape(space.shape), space.lat.reshape(space.shape))
+    ring = ring_axis(space.lon.reshape(space.shape), space.lat.reshape(space.shape))
     if ring is None:
         return ids
     band = 1 - ring
@@ -116,11 +119,12 @@ def polar_caps(problem: Problem, ids: np.ndarray, window_points: Callable[[np.nd
             if run == 1:
                 break
             groups = -(-n // run)
+            groups += groups % 2 if groups > 1 else 0  # an even count keeps the meridians 0 and 180 as edges
             ids[idx, ring] = position * groups // n  # runs of at most ``run`` tiles, as equal as can be
     return ids
 
 
-def _ring_axis(lon: np.ndarray, lat: np.ndarray) -> int | None:
+def ring_axis(lon: np.ndarray, lat: np.ndarray) -> int | None:
     """The axis along which a grid's latitude is constant and its longitudes close the circle, or ``None``."""
     for axis in (1, 0):
         if np.ptp(lat, axis=axis).max() > 1e-9:

@@ -21,6 +21,7 @@ import xarray as xr
 
 from .coastline import footprint_land_fraction, grid_land_fraction, grid_steps, station_land_fraction
 from .errors import ConfigError, CoordinateError, MissingCovariateWarning, VariableNotFoundError, warn_user
+from .poles import ring_axis
 from .trend import MIN_RELIEF_M, smooth_grid
 
 __all__ = ["elevation_name", "find_elevation", "static_elevation", "land_name", "find_land", "LAND_SMOOTH_CELLS", "G0",
@@ -133,7 +134,7 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
             return station_land_fraction(lon, lat)
         shape = tuple(ds.sizes[d] for d in layout.space_dims)
         values = grid_land_fraction(np.reshape(lon, shape), np.reshape(lat, shape))
-        return smooth_grid(values, LAND_SMOOTH_CELLS).reshape(-1)
+        return smooth_grid(values, LAND_SMOOTH_CELLS, _ring(lon, lat, shape)).reshape(-1)
     v = ds[name]
     v = v.isel({d: 0 for d in v.dims if d not in layout.space_dims}, drop=True)  # a mask repeated in time
     da = ds[layout.var]
@@ -149,8 +150,15 @@ def find_land(ds: xr.Dataset, layout, lon: np.ndarray | None = None,
             f"point (0 sea, 1 land; units '%' for percentages). Fill it, e.g. ds[{name!r}].fillna(0), or drop it.")
     values = np.clip(values, 0.0, 1.0)
     if len(layout.space_dims) == 2:
-        values = smooth_grid(values, LAND_SMOOTH_CELLS)
+        values = smooth_grid(values, LAND_SMOOTH_CELLS, _ring(lon, lat, values.shape))
     return values.reshape(-1)
+
+
+def _ring(lon: np.ndarray | None, lat: np.ndarray | None, shape: tuple[int, ...]) -> int | None:
+    """The axis of a global grid whose ends meet (smoothed across them: the same in either longitude convention)."""
+    if lon is None or lat is None:
+        return None
+    return ring_axis(np.reshape(lon, shape), np.reshape(lat, shape))
 
 
 def land_like_source(lon: np.ndarray, lat: np.ndarray, source_lon: np.ndarray, source_lat: np.ndarray,

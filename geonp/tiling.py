@@ -10,9 +10,9 @@ how the output is chunked nor on the order its axes are stored in (descending la
 longitude). On a global grid the bands of tiles about the poles become one tile each
 (:func:`geonp.poles.polar_caps`). Windows the size of the pretraining tasks predict better than
 one window over a large grid (docs/geometry.md). The prediction's graph is written by
-:class:`geonp.graph.BlockGraph`; :func:`window_task` and :func:`one_layer` serve the graphs that
-:mod:`geonp.bridge` builds with ``dask.delayed``. ``targets=`` on regional data is tiled by
-:mod:`geonp.lattice`.
+:class:`geonp.graph.BlockGraph`. ``targets=`` is tiled by :mod:`geonp.lattice`, on a lattice fixed
+in the data's frame (or on the sphere), and a global grid's longitudes at fixed meridians
+(:func:`grid_tiles`), so neither the targets asked for nor the longitude convention moves a tile.
 """
 
 from __future__ import annotations
@@ -20,25 +20,21 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, NamedTuple
 
-import dask
-import dask.array as da
 import numpy as np
 
 from . import frames, lattice
 from .data.tasks import FAR_FROM_DATA_UNITS, nearest_distance
 from .frames import Frame
 from .normalise import grid_axis_spacing_km
-from .poles import polar_caps
+from .poles import polar_caps, ring_axis
 
 if TYPE_CHECKING:
-    from dask.delayed import Delayed
-
     from .chunked import Problem, Space
 
 __all__ = ["DEFAULT_TILE", "GLOBAL_TILE", "DEFAULT_STATIONS", "MIN_WINDOW_POINTS",
            "axis_steps_km", "distance_km", "gap_reach",
-           "tile_cells", "axis_tiles", "tile_ids", "output_blocks", "block_positions", "window",
-           "TilePlan", "tile_plan", "scatter", "window_task", "one_layer"]
+           "tile_cells", "axis_tiles", "grid_tiles", "tile_ids", "output_blocks", "block_positions", "window",
+           "TilePlan", "tile_plan", "scatter"]
 
 #: the largest default tile edge (grid cells; tiles span ``tile`` model units) and the station chunk
 DEFAULT_TILE = 128
@@ -109,6 +105,32 @@ def axis_tiles(n: int, size: int) -> np.ndarray:
     return np.repeat(np.arange(k), sizes)
 
 
+def grid_tiles(space: Space, cells: tuple[int, ...], periodic: bool) -> list[np.ndarray]:
+    """Tile number of every cell along each axis of a grid: :func:`axis_tiles`, or meridians on a global grid.
+
+    On a global longitude–latitude grid (``periodic``, rows that close the circle of latitude) the
+    longitude axis is cut at fixed meridians instead: an even number of equal sectors from −180°,
+    so that its tiles are the same places whether the grid is stored from 0° (0..360) or from −180°
+    (−180..180), and its predictions too (a grid rolled from one to the other gave answers up to
+    0.53 K apart). A grid stored from another meridian than a sector's edge keeps :func:`axis_tiles`.
+    """
+    axes = [axis_tiles(n, c) for n, c in zip(space.shape, cells)]
+    if not periodic or not space.is_grid:
+        return axes
+    shape = space.shape
+    ring = ring_axis(space.lon.reshape(shape), space.lat.reshape(shape))
+    if ring is None:
+        return axes
+    count = int(axes[ring].max()) + 1
+    count += count % 2
+    line = np.take(space.lon.reshape(shape), 0, axis=1 - ring)
+    sector = np.round(np.mod(np.asarray(line, dtype=np.float64) + 180.0, 360.0) * count / 360.0, 9)
+    if abs(sector[0] - np.round(sector[0])) > 1e-6:  # stored from inside a sector
+        return axes
+    axes[ring] = np.minimum(np.floor(sector), count - 1).astype(np.int64)
+    return axes
+
+
 def _runs(ids: np.ndarray) -> list[slice]:
     cuts = np.flatnonzero(np.diff(ids)) + 1
     edges = [0, *cuts.tolist(), len(ids)]
@@ -125,7 +147,7 @@ def tile_ids(problem: Problem, cells: tuple[int, ...], tile: float) -> np.ndarra
     """
     space = problem.target
     if space.is_grid:
-        rows, cols = (axis_tiles(n, c) for n, c in zip(space.shape, cells))
+        rows, cols = grid_tiles(space, cells, periodic=problem.frame is None)
         return np.stack(np.meshgrid(rows, cols, indexing="ij"), -1).reshape(-1, 2)
     if problem.frame is not None and space.km is not None:
         km = np.asarray(space.km, dtype=np.float64)
@@ -137,16 +159,18 @@ def tile_ids(problem: Problem, cells: tuple[int, ...], tile: float) -> np.ndarra
     return np.minimum(np.floor((km - lo) / width), count - 1).astype(np.int64)
 
 
-def output_blocks(space: Space, chunks: dict, default: tuple[int, ...]) -> list[tuple[tuple[slice, ...], np.ndarray]]:
+def output_blocks(space: Space, chunks: dict, default: tuple[int, ...],
+                  periodic: bool = False) -> list[tuple[tuple[slice, ...], np.ndarray]]:
     """Output blocks: (slices per space dim, flat point indices).
 
-    ``chunks`` sets a dim's block size; otherwise a grid's blocks are its tiles (:func:`axis_tiles`
-    of ``default`` cells) and a station dim's are runs of ``default`` stations.
+    ``chunks`` sets a dim's block size; otherwise a grid's blocks are its tiles (:func:`grid_tiles`
+    of ``default`` cells; ``periodic``: global data) and a station dim's are runs of ``default`` stations.
     """
     per_dim = []
-    for d, n, size in zip(space.dims, space.shape, default):
+    axes = grid_tiles(space, default, periodic) if space.is_grid else None
+    for k, (d, n, size) in enumerate(zip(space.dims, space.shape, default)):
         if space.is_grid and not chunks.get(d):
-            per_dim.append(_runs(axis_tiles(n, size)))
+            per_dim.append(_runs(axes[k]))
         else:
             size = int(chunks.get(d) or size)
             per_dim.append([slice(s, min(s + size, n)) for s in range(0, n, size)])
@@ -158,17 +182,19 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, cell: tuple[n
     """Source selection (slices for grids, indices for stations) and the coordinates of points ``tile_idx``.
 
     The window holds the source points within ``halo_km`` of the reach of the target points
-    ``tile_idx`` (a whole tile), or of the lattice ``cell`` (centre and radius in km, :mod:`geonp.lattice`)
-    that holds them, and
+    ``tile_idx`` (a whole tile), or of the lattice ``cell`` (:func:`geonp.lattice.cell`: its centre, in km
+    or on the sphere, and its radius in km) that holds them, and
     at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre, unless they lie
     more than :data:`FAR_FROM_DATA_UNITS` beyond that reach (targets far from every observation,
     e.g. ``targets=`` on another continent, get no window: NaN and a ``NoContextWarning``).
     """
     src, tgt = problem.source, problem.target
-    lon0, lat0 = frames.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
     frame = problem.frame
+    lon0, lat0 = frames.centre_of(tgt.lon[tile_idx], tgt.lat[tile_idx])
     centre_km = None
-    if cell is not None:  # the cell's own reach, whichever of its points are targets
+    if cell is not None and frame is None:  # a cell on the sphere: its centre is its window's frame
+        (lon0, lat0), reach = (float(v) for v in cell[0]), float(cell[1]) + halo_km
+    elif cell is not None:  # the cell's own reach, whichever of its points are targets
         centre_km, reach = np.asarray(cell[0], dtype=np.float64), float(cell[1]) + halo_km
     else:
         if frame is not None:
@@ -346,30 +372,3 @@ def gap_reach(problem: Problem, quantile: float = 0.99, frames: int = 16, points
     with np.errstate(invalid="ignore"):  # between two inf (frames without observations): inf - inf
         reach = float(np.quantile(gaps, quantile))
     return float("inf") if np.isnan(reach) else reach
-
-
-def window_task(values) -> Delayed:
-    """One task giving a block's window of the data (a dask array), built on the source chunks' own tasks.
-
-    Every window of one graph depends on the same source chunk keys, so each chunk of a lazily
-    opened file is read once per compute. (A dask array handed to ``dask.delayed`` as it is gets its
-    graph optimised per call, into a fused copy of the reads of its own: one 24-frame Zarr chunk was
-    read 63 times.)
-    """
-    pieces = values.to_delayed(optimize_graph=False)
-    return dask.delayed(_join, pure=True)(pieces.tolist())
-
-
-def _join(pieces: list) -> np.ndarray:
-    return np.block(pieces)
-
-
-def one_layer(array: da.Array) -> da.Array:
-    """``array`` with its graph as one layer: the same tasks and keys, so each source chunk is still read once.
-
-    A prediction's graph has a layer per task (every ``dask.delayed`` call and block adds one), and
-    dask's cull at compute, like every later ``dask.delayed`` call on a block, costs the number of
-    layers times the keys: quadratic in the blocks. A 0.5° global grid's graph (2,972 tiles) took
-    118 s to build and run with no prediction, 27 s as one layer (docs/benchmarks.md, "Global grids").
-    """
-    return da.Array(dict(array.__dask_graph__()), array.name, array.chunks, meta=array._meta)

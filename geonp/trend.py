@@ -364,8 +364,10 @@ def follows_ground(share: float, count: int) -> bool:
     return count * float(share) > ELEVATION_CONTRAST_CHI2
 
 
-def smooth_grid(values: np.ndarray, sigma: float = 1.0) -> np.ndarray:
+def smooth_grid(values: np.ndarray, sigma: float = 1.0, wrap: int | None = None) -> np.ndarray:
     """``values`` ``[ny, nx]`` smoothed by a separable Gaussian of ``sigma`` cells (edges repeated).
+
+    ``wrap``: an axis that closes on itself (a global grid's longitudes), smoothed across its ends.
 
     A land fraction changes from 0 to 1 within a cell at a coast, while near-surface fields change
     over tens of km; smoothed over about one 0.25° cell the land trend helped most on ERA5
@@ -381,7 +383,7 @@ def smooth_grid(values: np.ndarray, sigma: float = 1.0) -> np.ndarray:
     for axis in range(values.ndim):  # separable: one 1-D convolution per axis, as a sum of shifted copies
         pad = [(0, 0)] * values.ndim
         pad[axis] = (r, r)
-        padded = np.pad(out, pad, mode="edge")
+        padded = np.pad(out, pad, mode="wrap" if axis == wrap else "edge")
         n = out.shape[axis]
         out = sum(w * np.take(padded, np.arange(k, k + n), axis=axis) for k, w in enumerate(kernel))
     return out

@@ -10,7 +10,7 @@ from test_tiling import grid
 
 import geonp  # noqa: F401  registers ds.np
 import geonp.chunked
-from geonp.poles import _ring_axis
+from geonp.poles import ring_axis
 
 
 def _recording(monkeypatch, name):
@@ -36,12 +36,12 @@ def global_grid(step=10.0, times=1, seed=1):
 
 def test_ring_axis__only_rows_that_are_whole_circles_of_latitude():
     lat, lon = np.meshgrid(np.arange(-80.0, 81.0, 20.0), np.arange(0.0, 360.0, 30.0), indexing="ij")
-    assert _ring_axis(lon, lat) == 1
-    assert _ring_axis(lon.T, lat.T) == 0  # stored (lon, lat)
-    assert _ring_axis(np.mod(lon + 180.0, 360.0) - 180.0, lat) == 1  # -180..180
+    assert ring_axis(lon, lat) == 1
+    assert ring_axis(lon.T, lat.T) == 0  # stored (lon, lat)
+    assert ring_axis(np.mod(lon + 180.0, 360.0) - 180.0, lat) == 1  # -180..180
     half = np.meshgrid(np.arange(-80.0, 81.0, 20.0), np.arange(0.0, 180.0, 30.0), indexing="ij")
-    assert _ring_axis(half[1], half[0]) is None  # half the globe: no ring
-    assert _ring_axis(lon, lat + 0.01 * lon) is None  # a curvilinear grid: latitude varies along the rows
+    assert ring_axis(half[1], half[0]) is None  # half the globe: no ring
+    assert ring_axis(lon, lat + 0.01 * lon) is None  # a curvilinear grid: latitude varies along the rows
 
 
 def test_global_grid__each_polar_band_is_one_tile_whose_window_is_centred_on_the_pole(monkeypatch):
