@@ -59,6 +59,7 @@ class Space:
     layout: Layout
     land: np.ndarray | None = None  # [P] land fraction (smoothed on grids)
     domain: np.ndarray | None = None  # [P] bool: where the field is defined (mask=, geonp.domain), None: everywhere
+    seen: np.ndarray | None = None  # [P] bool: observed in some frame planning counted (geonp.planning), None: all
 
     @property
     def size(self) -> int:

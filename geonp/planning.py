@@ -45,6 +45,8 @@ class Observed(NamedTuple):
     lowest: float  #: the smallest observed value
     highest: float  #: the largest
     never: tuple[float, float]  #: share of the points never observed, and the share independent gaps would leave
+    #: per point ``[P]``, whether it holds a value in any frame counted (of any index of the extra dims)
+    seen: np.ndarray | None = None
 
 
 def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, target=None,
@@ -64,8 +66,8 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     gaps_needed = task == "infill" and target is None and not part
     if layout.time is not None and not part:
         warn_mixed_times(ds[layout.var], layout.time)
-    n_obs, n_all, spread, share, lowest, highest, never = observed_stats(ds if counted is None else counted, layout,
-                                                                         gaps_needed=gaps_needed)
+    n_obs, n_all, spread, share, lowest, highest, never, seen = observed_stats(
+        ds if counted is None else counted, layout, gaps_needed=gaps_needed)
     if part and n_obs < 2:
         return None, n_obs
     if n_obs == 0:
@@ -100,7 +102,9 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     norm = replace(model.normaliser, small_context_scale=spread, value_std_floor=floor,
                    nonnegative=bool(lowest >= -NONNEGATIVE_TOLERANCE * max(highest - lowest, 0.0)))
     # the observed fraction among the members/levels that hold data: an empty one does not move the others
-    return build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target), n_obs
+    problem = build_problem(ds, layout, norm, observed_fraction=n_obs / (n_all * share), targets=target)
+    problem.source.seen = seen  # windows reach past places never observed (geonp.tiling.window)
+    return problem, n_obs
 
 
 def _warn_sentinel(layout: Layout, lowest: float, highest: float) -> None:
@@ -169,7 +173,7 @@ def _moments(data: da.Array, n_extra: int = 0) -> tuple:
         finite.mean(axis=space))
     count, counts = int(np.sum(counts)), np.atleast_1d(np.asarray(counts)).ravel()
     if count == 0:
-        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan, np.nan, (0.0, 0.0)
+        return 0, int(math.prod(data.shape)), 0.0, 1.0, np.nan, np.nan, (0.0, 0.0), None
     mean = total / count  # moments in float64: a floor for tiny contexts needs no more precision than this
     spread = float(np.sqrt(max(squares / count - mean * mean, 0.0)))
     # points without a value in any frame, and as many as gaps drawn independently frame by frame would leave
@@ -178,4 +182,4 @@ def _moments(data: da.Array, n_extra: int = 0) -> tuple:
     chance = np.prod(1.0 - np.asarray(per_frame).reshape(len(counts), -1)[with_data], axis=1)
     never = (float(np.mean(~ever)), float(np.mean(chance)))
     share = float(np.mean(np.asarray(per_frame) > 0))  # frames (of members, levels) with data
-    return count, int(math.prod(data.shape)), spread, share, float(lowest), float(highest), never
+    return count, int(math.prod(data.shape)), spread, share, float(lowest), float(highest), never, ever.any(0)

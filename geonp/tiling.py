@@ -184,7 +184,8 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, cell: tuple[n
     The window holds the source points within ``halo_km`` of the reach of the target points
     ``tile_idx`` (a whole tile), or of the lattice ``cell`` (:func:`geonp.lattice.cell`: its centre, in km
     or on the sphere, and its radius in km) that holds them, and
-    at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre, unless they lie
+    at least the :data:`MIN_WINDOW_POINTS` source points nearest the tile's centre that planning saw
+    observed (``Space.seen``: a tile inside a hole never observed reaches its edge), unless they lie
     more than :data:`FAR_FROM_DATA_UNITS` beyond that reach (targets far from every observation,
     e.g. ``targets=`` on another continent, get no window: NaN and a ``NoContextWarning``).
     """
@@ -206,10 +207,13 @@ def window(problem: Problem, tile_idx: np.ndarray, halo_km: float, cell: tuple[n
     half = reach + 1e-6 if metric else np.rad2deg(reach / frames.EARTH_RADIUS_KM) + 1e-6
     cand = src.in_band(centre_km[1] if metric else lat0, half, metric)
     dist = distance_km(src, cand, lon0, lat0, frame, centre_km)
-    fewest = min(MIN_WINDOW_POINTS, src.size)
-    if int((dist <= reach).sum()) < fewest:  # a small tile at an edge, but not reaching out to remote data
+    seen = np.ones(src.size, dtype=bool) if src.seen is None else src.seen
+    fewest = min(MIN_WINDOW_POINTS, int(seen.sum()))
+    # a small tile at an edge, or one inside a hole never observed, but not reaching out to remote data
+    if fewest and int(seen[cand[dist <= reach]].sum()) < fewest:
         cand, dist = np.arange(src.size), distance_km(src, None, lon0, lat0, frame, centre_km)
-        reach = min(float(np.partition(dist, fewest - 1)[fewest - 1]), reach + FAR_FROM_DATA_UNITS * problem.unit_km)
+        nearest = float(np.partition(dist[seen], fewest - 1)[fewest - 1])
+        reach = min(nearest, reach + FAR_FROM_DATA_UNITS * problem.unit_km)
     near = cand[dist <= reach]  # ascending point indices
     if src.is_grid:
         hits = np.unravel_index(near, src.shape)
