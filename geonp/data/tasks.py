@@ -234,16 +234,18 @@ def infill_tasks(
     return tasks
 
 
-def frame_groups(frames: np.ndarray, size: int, num_frames: int) -> list[np.ndarray]:
-    """The frame groups that hold ``frames``: absolute indices ``g·size … g·size + size − 1``.
+def frame_groups(frames: np.ndarray, size: int, num_frames: int, origin: int = 0) -> list[np.ndarray]:
+    """The frame groups that hold ``frames``: the frames numbered ``g·size … g·size + size − 1``.
 
-    Groups depend only on the absolute frame index (clipped to the ``num_frames`` frames of the
-    data), so a chunked prediction cuts the same groups as an unchunked one. Returns the whole
-    groups, in order, including their frames outside ``frames``.
+    A frame's number is its index plus ``origin``, the first frame's number counted from a fixed
+    time (:func:`geonp.timeaxis.frame_number`), so the groups depend only on the frames' times
+    (clipped to the ``num_frames`` frames of the data): a chunked prediction cuts the same groups as
+    an unchunked one, and an input that starts at another time the same groups of the times both
+    hold. Returns the whole groups (as indices), in order, including their frames outside ``frames``.
     """
-    size = max(1, int(size))
-    ids = np.unique(np.asarray(frames, dtype=np.int64) // size)
-    return [np.arange(g * size, min(g * size + size, num_frames)) for g in ids]
+    size, origin = max(1, int(size)), int(origin)
+    ids = np.unique((np.asarray(frames, dtype=np.int64) + origin) // size)
+    return [np.arange(max(0, g * size - origin), min(g * size + size - origin, num_frames)) for g in ids]
 
 
 def forecast_tasks(
