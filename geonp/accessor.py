@@ -60,9 +60,10 @@ class GeonpAccessor:
             First calibrate the shipped weights on the input itself (a nugget and the std per gap
             size, from held-out observed values; the gaps are never read), reading at most a
             bounded sample (:func:`geonp.calibrate_input.calibration_sample`). Forward passes only: about
-            the cost of ``fit(steps=0)``. ``"auto"`` does so for station data with at least 100
-            observed values (the shipped weights miss the stations' nugget), not for grids;
-            ``True`` always (shipped model names only), ``False`` never. The output's
+            the cost of ``fit(steps=0)``. ``"auto"`` does so for station data (the shipped weights
+            miss the stations' nugget), for grids of departures from each point's annual cycle and
+            for grids rough from cell to cell (:func:`geonp.calibrate_input.infill_calibration`), not
+            for smooth grids; ``True`` always (shipped model names only), ``False`` never. The output's
             ``geonp_calibrated`` attribute says which.
         land : {"auto", "data", "none"} or str, default "auto"
             The land–sea mask behind a land–sea trend that each task fits to its context and adds

@@ -36,6 +36,7 @@ from .planning import plan_problem
 from .poles import merge_pole_copies
 from .prepare import prepare
 from .pretrained import frame_window, has_scattered_windows, scattered_windows, shipped_name
+from .reference_fill import filled_reference, reference_of
 from .targets import describe_targets
 from .timeaxis import parse_duration
 
@@ -104,7 +105,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         return members.split(partial(_infill, part=True, **members.drop_chunks(options, layout.extra_dims)), obj, var,
                              layout.extra_dims, part, order)
     raw = ds  # the variable itself; with a seasonal reference the departures from each point's cycle are infilled
-    asked = _reference_of(m, reference)  # a model fitted on departures infills short records as they are
+    asked = reference_of(m, reference)  # a model fitted on departures infills short records as they are
     asked = "auto" if reference is None and asked == "seasonal" else asked
     kind = departures.infill_reference(asked, ds[layout.time].values if layout.time else None, target is not None)
     ds, cycle = references.reference_input(ds, layout, kind, 0, {})
@@ -223,14 +224,17 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     region = max(late, region_age(ds[layout.var], layout.time, inits, step))  # a region (station) late, or all
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
-    asked = _reference_of(m, reference)
+    asked = reference_of(m, reference)
     kind, lag = references.resolve(asked, step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]),
                                    history_years=seasonal.span_years(times[:history]))
+    filled = None  # the diurnal reference of a gappy history: infilled
     if kind == "diurnal":
-        kind, lag = references.keep_diurnal(ds[layout.var], layout.time, inits, np.arange(1, n_leads + 1), lag,
-                                            auto=asked == "auto")
-    work, cycle = references.reference_input(ds, layout, kind, lag, past)
+        filled = filled_reference(ds, layout, m, inits, lag, int(m.settings["context_frames"]), n_leads, region, device)
+        kind, lag = references.keep_diurnal(ds[layout.var] if filled is None else filled[0], layout.time, inits,
+                                            np.arange(1, n_leads + 1), lag, auto=asked == "auto")
+    src_ds = ds if filled is None or region else ds.assign({layout.var: filled[0]})  # late data: its own ages
+    work, cycle = references.reference_input(src_ds, layout, kind, lag, past, None if filled is None else filled[0])
     if shipped_name(model) is not None and kind != "seasonal":
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
@@ -277,8 +281,10 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     name, sd = f"{layout.var}_mean", f"{layout.var}_std"
     ref_change = None
     if kind == "diurnal":  # y(valid - 24 h) added back (where it is late: the same hour a day or two before)
-        out[name], out[sd] = references.add_back(out[name], out[sd], ds, layout.var, layout.time, inits, leads, lag,
-                                                 problem.norm.small_context_scale)
+        ref_ds = ds if filled is None else ds.assign({layout.var: filled[0]})
+        out[name], out[sd] = references.add_back(out[name], out[sd], ref_ds, layout.var, layout.time, inits, leads,
+                                                 lag, problem.norm.small_context_scale, filled and filled[1],
+                                                 None if src_ds is ds else filled[1])
     elif kind == "seasonal":
         out[name] = references.add_cycle(out[name], cycle, valid)
         before = np.concatenate([times[inits][:, None], valid[:, :-1]], axis=1)
@@ -307,18 +313,6 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
 
 #: CF standard names of time coordinates a forecast output sets itself
 _TIME_NAMES = ("time", "forecast_period", "forecast_reference_time")
-
-
-def _reference_of(model: Model, reference: str | None) -> str:
-    """Return the reference to use: the option, unless the model was fitted with another one."""
-    own = str(model.settings.get("reference", "auto"))
-    if reference is None:
-        return own
-    wanted = references.check(reference)
-    if own != "auto" and wanted not in ("auto", own):
-        raise ModelMismatchError(f"this model was fitted to {model.task} with reference={own!r}, not {wanted!r}; "
-                                 f"leave reference= out, or fit a model with reference={wanted!r}.")
-    return wanted
 
 
 def fit(
@@ -376,7 +370,7 @@ def fit(
                                has_land=layout.land is not None if task == "infill" else None)
         time_window = start.settings["half_window"] if time_window is None else time_window
         context_frames = start.settings["context_frames"] if context_frames is None else context_frames
-        reference = _reference_of(start, None if reference == "auto" else reference)
+        reference = reference_of(start, None if reference == "auto" else reference)
         for key in ("halo", "tile"):
             train_options.setdefault(key, start.settings[key])
     explicit = fit_covariates(ds, layout, explicit, start)

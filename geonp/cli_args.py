@@ -93,8 +93,8 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=None,
                    help="calibrate the shipped weights on the input first, forward passes only (infill: on held-out "
                         "observed values; forecast: on the history before the first initial time); by default "
-                        "for forecasts and station infill when there is enough to calibrate on, not for gridded "
-                        "infill")
+                        "for forecasts, station infill, and grids of departures or rough from cell to cell when "
+                        "there is enough to calibrate on, not for smooth grids")
     p.add_argument("--batch-size", type=int, default=8, metavar="N",
                    help="tasks per forward pass (default 8; lower it to save memory)")
 

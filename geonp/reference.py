@@ -7,10 +7,9 @@ to itself, a forecast drifts back towards the mean of its context, and loses to 
     D(t) = y(t) - y(t - 24 h),
 
 a field without the daily cycle whose past frames are its context, and the forecast adds
-``y(valid_time - 24 h)`` back (a known value, so the predictive std is unchanged; where it is missing
-mean and std are NaN: :func:`mask_like`). The diurnal
-persistence forecast ``y(t0) + y(t0 + h - 24 h) - y(t0 - 24 h)`` is the special case where the
-network keeps ``D(t0)``.
+``y(valid_time - 24 h)`` back (a known value, so the predictive std is unchanged; a gappy history is
+infilled first, :mod:`geonp.reference_fill`; where it is still missing mean and std are NaN: :func:`mask_like`).
+Diurnal persistence, ``y(t0) + y(t0 + h - 24 h) - y(t0 - 24 h)``, is the network keeping ``D(t0)``.
 
 With ``reference="seasonal"`` (daily and longer steps) the network forecasts the departure from
 each point's annual cycle, fitted on the frames up to the first initial time
@@ -58,9 +57,7 @@ def check(reference: str) -> str:
 def day_lag(step_hours: float) -> int | None:
     """Frames per day when the time step divides a day and is shorter than one, else ``None``."""
     n = 24.0 / step_hours
-    if step_hours >= 24 or abs(n - round(n)) > 1e-6:
-        return None
-    return int(round(n))
+    return None if step_hours >= 24 or abs(n - round(n)) > 1e-6 else int(round(n))
 
 
 def resolve(reference: str, step_hours: float, *, first_init: int | None = None, context_frames: int = 1,
@@ -162,16 +159,17 @@ def _share(share: float) -> str:
     return f"{share:.1%}" if share == 0 or share >= 0.0005 else "<0.1%"
 
 
-def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int) -> xr.Dataset:
+def departure(ds: xr.Dataset, var: str, time_dim: str, lag: int, reference: xr.DataArray | None = None) -> xr.Dataset:
     """``ds`` with ``var`` replaced by its change over ``lag`` frames (lazy when ``var`` is dask-backed).
 
     The first ``lag`` frames become missing. Attributes are kept. A missing value ``lag`` frames before is
     interpolated from its point's values around it (:func:`short_gaps_filled`, never reading past the
     frame itself), so that a gap leaves one departure missing, not two: hourly stations with 15 % of
-    their values missing at random lost 28 % of their departures.
+    their values missing at random lost 28 % of their departures. ``reference``: subtracted instead of ``y``.
     """
     y = ds[var]
-    earlier = short_gaps_filled(y, time_dim) if lag > INTERPOLATE_FRAMES else y
+    earlier = y if reference is None else reference
+    earlier = short_gaps_filled(earlier, time_dim) if lag > INTERPOLATE_FRAMES else earlier
     d = (y - earlier.shift({time_dim: lag})).astype(y.dtype).assign_attrs(y.attrs)
     d.encoding = dict(y.encoding)
     return ds.assign({var: d})
@@ -273,14 +271,16 @@ def reference_values(y: xr.DataArray, time_dim: str, idx: xr.DataArray, lag: int
 
 
 def add_back(mean: xr.DataArray, std: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits: np.ndarray,
-             leads: np.ndarray, lag: int, spread: float) -> tuple[xr.DataArray, xr.DataArray]:
+             leads: np.ndarray, lag: int, spread: float, variance: xr.DataArray | None = None,
+             start_variance: xr.DataArray | None = None) -> tuple[xr.DataArray, xr.DataArray]:
     """``mean`` (dims ``..., init_time, lead_time, <space>``) plus ``y(init + lead - lag)``, for leads up to ``lag``.
 
     Where that value is missing, its point's values around it, or the same hour ``k`` days earlier, stand
     in (:func:`reference_values`) and the ``std`` widens by that many days' changes (``spread``, the std of
-    the daily departures). Longer leads are
-    left as they are: :func:`chain_days` adds the forecast of ``lag`` frames earlier to them (what comes
-    after an initial time is never read).
+    the daily departures). Longer leads are left as they are: :func:`chain_days` adds the forecast of ``lag``
+    frames earlier to them (what comes after an initial time is never read). ``variance`` (of ``ds[var]``'s
+    values: an infill's where it filled gaps, :mod:`geonp.reference_fill`) adds to the std's at the values
+    added back, ``start_variance`` at the initial times (the forecast change starts from them).
     """
     leads = np.asarray(leads)
     idx = np.asarray(inits)[:, None] + leads[leads <= lag][None, :] - lag
@@ -292,7 +292,12 @@ def add_back(mean: xr.DataArray, std: xr.DataArray, ds: xr.Dataset, var: str, ti
     latest = xr.DataArray(np.broadcast_to(np.asarray(inits)[:, None], idx.shape), dims=("init_time", "lead_time"))
     ref, days = reference_values(ds[var], time_dim, xr.DataArray(idx, dims=("init_time", "lead_time")), lag, latest)
     pad = [(0, len(leads) - idx.shape[1]) if d == "lead_time" else (0, 0) for d in mean.dims]
-    extra = (days.transpose(*mean.dims).data * spread**2).astype(std.dtype)
+    extra = days * spread**2
+    if variance is not None:
+        extra = extra + variance.isel({time_dim: xr.DataArray(idx, dims=("init_time", "lead_time"))})
+    if start_variance is not None:
+        extra = extra + start_variance.isel({time_dim: latest})
+    extra = extra.transpose(*mean.dims).data.astype(std.dtype)
     ref = ref.transpose(*mean.dims).data.astype(mean.dtype)
     lib = np if isinstance(ref, np.ndarray) and isinstance(extra, np.ndarray) else dask.array
     ref, extra = lib.pad(ref, pad), lib.pad(extra, pad)
@@ -378,14 +383,15 @@ def add_trend(mean: xr.DataArray, ds: xr.Dataset, var: str, time_dim: str, inits
     return (mean + step.astype(mean.dtype)).assign_attrs(mean.attrs)
 
 
-def reference_input(ds: xr.Dataset, layout, kind: str, lag: int,
-                   past: dict) -> tuple[xr.Dataset, xr.DataArray | None]:
+def reference_input(ds: xr.Dataset, layout, kind: str, lag: int, past: dict,
+                    filled: xr.DataArray | None = None) -> tuple[xr.Dataset, xr.DataArray | None]:
     """``ds`` as the network predicts it (departures from the ``kind`` reference) and the annual cycle, if any.
 
-    The cycle is fitted on the frames ``past`` selects, its prior on each point's x, y and elevation.
+    The cycle is fitted on the frames ``past`` selects, its prior on each point's x, y and elevation;
+    ``filled``: the diurnal reference with its gaps infilled (:mod:`geonp.reference_fill`).
     """
     if kind == "diurnal":
-        return departure(ds, layout.var, layout.time, lag), None
+        return departure(ds, layout.var, layout.time, lag, filled), None
     if kind != "seasonal":
         return ds, None
     points = seasonal.point_covariates(ds, layout.space_dims, (layout.x, layout.y, layout.elevation))

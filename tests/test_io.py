@@ -770,3 +770,20 @@ def test_an_unnamed_dataarray_is_written_under_the_name_predictions_give_it(tmp_
     """Predictions named an unnamed DataArray's outputs value_mean, ..., while to_zarr wrote it as 'data'."""
     back = xr.open_zarr(to_zarr(xr.DataArray(np.ones((2, 3)), dims=("y", "x")), tmp_path / "v.zarr", progress=False))
     assert list(back.data_vars) == ["value"]
+
+
+def test_a_forecast_store_takes_appended_initial_times_at_their_own_times(tmp_path):
+    """init_time was written as days since its first value: an appended 2019-03-07T22 read back as 03-29T23."""
+    inits = np.array(["2019-03-06T23:00"], dtype="datetime64[ns]")
+    valid = inits[:, None] + np.array([1, 2], "timedelta64[h]")
+    fc = xr.Dataset({"t2m_mean": (("init_time", "lead_time"), np.zeros((1, 2), dtype="float32"))},
+                    coords={"init_time": inits, "lead_time": pd.to_timedelta([1, 2], unit="h").values,
+                            "valid_time": (("init_time", "lead_time"), valid)})
+    path = to_zarr(fc, tmp_path / "fc.zarr", progress=False)
+    night = fc.assign_coords(init_time=fc.init_time + np.timedelta64(23, "h"),
+                             valid_time=fc.valid_time + np.timedelta64(23, "h"))
+    night.to_zarr(path, append_dim="init_time")
+    back = xr.open_zarr(path)
+    np.testing.assert_array_equal(back.init_time.values, np.concatenate([inits, inits + np.timedelta64(23, "h")]))
+    np.testing.assert_array_equal(back.valid_time.values[1], night.valid_time.values[0])
+    assert xr.open_zarr(path, decode_times=False).init_time.attrs["units"] == "seconds since 1970-01-01"

@@ -399,10 +399,14 @@ def test_forecast_calibrate_true_without_history_is_a_typed_error():
 
 
 def test_no_std_where_the_diurnal_reference_leaves_the_mean_nan(data, monkeypatch):
-    """Where y(valid - 24 h) is missing the mean is NaN, and so is the std (it was finite); lazily too."""
+    """Where y(valid - 24 h) is missing the mean is NaN, and so is the std (it was finite); lazily too.
+
+    The stand-ins' path: a history with gaps is infilled first (geonp.reference_fill), switched off here.
+    """
     import dask.array
 
     import geonp.chunked
+    from geonp import reference_fill
 
     gappy = data.copy(deep=True)
     init = len(data.time) - 1
@@ -410,6 +414,9 @@ def test_no_std_where_the_diurnal_reference_leaves_the_mean_nan(data, monkeypatc
     # near enough to interpolate them (lead 2 has one value 3 frames after), and no day before them
     gappy.t2m[init - 26:init - 19, :2, :3] = np.nan
     kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False, "reference": "diurnal"}
+    filled = gappy.np.forecast("t2m", **kw)  # infilled: a forecast everywhere
+    assert np.isfinite(filled.t2m_mean.values).all() and np.isfinite(filled.t2m_std.values).all()
+    monkeypatch.setattr(reference_fill, "MIN_MISSING", 1.1)
     with pytest.warns(MissingReferenceWarning, match=r"14.3% of the values y\(valid - 24 h\) .* NaN there"):
         fc = gappy.np.forecast("t2m", **kw)
     assert fc.attrs["geonp_reference"] == "diurnal"
@@ -428,12 +435,21 @@ def test_no_std_where_the_diurnal_reference_leaves_the_mean_nan(data, monkeypatc
     assert blocks
 
 
-def test_auto_forecasts_the_variable_itself_where_the_diurnal_reference_is_mostly_missing(data):
-    """Half the cells missing at random left half of every diurnal forecast NaN, silently (a new-user report)."""
+def test_auto_forecasts_the_variable_itself_where_the_diurnal_reference_is_mostly_missing(data, monkeypatch):
+    """Half the cells missing at random left half of every diurnal forecast NaN, silently (a new-user report).
+
+    Since a gappy history is infilled (geonp.reference_fill) its reference is whole and kept; the choice
+    holds for the stand-ins alone (the fill switched off).
+    """
     import warnings
+
+    from geonp import reference_fill
 
     gappy = data.where(np.random.default_rng(1).random(data.t2m.shape) > 0.8)  # (at half, most are interpolated)
     kw = {"hours": 2, "model": "te-pt-tnp", "context_frames": 2, "calibrate": False}
+    fc = gappy.np.forecast("t2m", **kw)
+    assert fc.attrs["geonp_reference"] == "diurnal" and np.isfinite(fc.t2m_mean.values).all()
+    monkeypatch.setattr(reference_fill, "MIN_MISSING", 1.1)
     with pytest.warns(MissingReferenceWarning, match=r"of the values .* reference='auto' forecasts the variable"):
         fc = gappy.np.forecast("t2m", **kw)
     assert fc.attrs["geonp_reference"] == "none" and np.isfinite(fc.t2m_mean.values).all()

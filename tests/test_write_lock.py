@@ -97,3 +97,31 @@ def test_a_write_stopped_by_sigterm_in_the_cli_is_resumable(tmp_path, capsys, mo
     assert main(argv) == 0
     assert steps == ["region:1:2", "region:2:3", "region:3:4"]  # resumed: the first region was written
     np.testing.assert_array_equal(xr.open_zarr(out).t2m_mean.values, result.t2m_mean.values)
+
+
+@pytest.mark.parametrize("content", [json.dumps({"pid": 1, "host": "a-container-long-gone"}), ""])
+def test_a_lock_no_process_holds_is_taken_over_whatever_host_it_names(tmp_path, content):
+    """A killed run's lock naming another host (a batch container), or empty, blocked every later run."""
+    out = tmp_path / "o.zarr"
+    lock = tmp_path / "o.zarr.lock"
+    lock.write_text(content)
+    os.utime(lock, (0, 0))  # older than the grace a new lock gets
+    to_zarr(_ds(), out, progress=False)
+    assert out.exists() and not lock.exists()
+
+
+def test_a_lock_a_live_process_holds_is_refused_whatever_host_it_names(tmp_path):
+    import fcntl
+
+    out = tmp_path / "o.zarr"
+    lock = tmp_path / "o.zarr.lock"
+    lock.write_text(json.dumps({"pid": 1, "host": "another-host"}))
+    os.utime(lock, (0, 0))
+    fd = os.open(lock, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a run elsewhere, alive
+    try:
+        with pytest.raises(OutputExistsError, match=r"pid 1 on another-host\) is writing"):
+            to_zarr(_ds(), out, progress=False)
+    finally:
+        os.close(fd)
+    assert not out.exists()

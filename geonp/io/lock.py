@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,14 @@ __all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "chec
            "is_zarr_store", "write_lock"]
 
 LOCK_SUFFIX = ".lock"
+
+try:  # a lock file is also held with flock while its run lives (POSIX)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the recorded pid alone
+    fcntl = None
+
+#: a lock file younger than this (seconds) is never taken over: its run may be about to flock it
+LOCK_GRACE_S = 2.0
 
 
 #: top-level files that make a directory a Zarr store: format 2 group, consolidated metadata, array; format 3
@@ -187,6 +196,31 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _unheld(lock: Path) -> bool:
+    """Whether no process holds ``lock`` with flock: its run has gone, on whatever host or container it ran.
+
+    A run killed outright (SIGKILL, out of memory) leaves its lock file, whose recorded pid says nothing
+    on another host (a batch job's container gets a new hostname each run): such a lock blocked every
+    later run (a twenty-seventh new-user test). The kernel drops a dead process's flock. Never true
+    without flock, or for a file younger than :data:`LOCK_GRACE_S`.
+    """
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if time.time() - os.fstat(fd).st_mtime < LOCK_GRACE_S:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held
+        return False
+    finally:
+        os.close(fd)  # releases the test lock
+    return True
+
+
 def _holder(lock: Path) -> dict | None:
     """The ``{"pid", "host"}`` recorded in ``lock``, or ``None`` when it is gone or unreadable."""
     try:
@@ -201,8 +235,9 @@ def write_lock(path: Path) -> Iterator[Path]:
 
     Two runs writing one output at once (a batch scheduler retrying a job that is still running)
     would write the same partial store. The second is refused; a lock left by a run that has gone
-    (its process no longer exists on this host) is taken over. On another host the lock is trusted:
-    remove it by hand if that run is gone.
+    (no process holds its flock, :func:`_unheld`, or its process no longer exists on this host) is
+    taken over. Without flock (Windows), a lock from another host is trusted: remove it by hand if
+    that run is gone.
 
     Raises
     ------
@@ -217,15 +252,17 @@ def write_lock(path: Path) -> Iterator[Path]:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             held = _holder(lock)
-            if held is not None and held.get("host") == me["host"] and not _alive(int(held.get("pid", -1))):
+            here = held is not None and held.get("host") == me["host"]
+            if _unheld(lock) or (here and not _alive(int(held.get("pid", -1)))):
                 lock.unlink(missing_ok=True)  # its run has gone: take over
                 continue
             who = "another run" if held is None else f"another geonp run (pid {held.get('pid')} on {held.get('host')})"
             raise OutputExistsError(
                 f"{who} is writing {str(path)!r} ({lock.name} exists); expected one writer per output. Wait for "
                 f"it to finish, or, if that run is gone, remove {str(lock)!r} and run again.") from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until this run ends, however it ends
+        os.write(fd, json.dumps(me).encode())
         break
     else:  # pragma: no cover - lost the race to retake a stale lock twice
         raise OutputExistsError(f"could not take the lock {str(lock)!r} for {str(path)!r}; run again.")
@@ -234,3 +271,4 @@ def write_lock(path: Path) -> Iterator[Path]:
     finally:
         if (_holder(lock) or {}).get("pid") == me["pid"]:
             lock.unlink(missing_ok=True)
+        os.close(fd)

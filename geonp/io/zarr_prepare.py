@@ -80,6 +80,20 @@ def _clean_encoding(var: xr.Variable) -> dict:
     return encoding
 
 
+def _fixed_time_units(var: xr.Variable) -> None:
+    """Datetimes without units of their own are written as int64 seconds since 1970 (whole seconds, no NaT).
+
+    xarray picks units from the values it writes (a forecast's ``init_time``: ``days since`` its first),
+    so a store appended to later with ``to_zarr(append_dim=...)`` read an appended 2019-03-07T22 as
+    2019-03-29T23 (a twenty-seventh new-user test).
+    """
+    if var.dtype.kind != "M" or "units" in var.encoding:
+        return
+    values = np.asarray(var.values).ravel()
+    if not np.isnat(values).any() and np.array_equal(values.astype("datetime64[s]").astype(values.dtype), values):
+        var.encoding.update(units="seconds since 1970-01-01", dtype="int64")
+
+
 def _regular_size(chunks: tuple[int, ...]) -> int:
     """Return the Zarr chunk length for dask chunks: theirs if equal but a smaller last one, else the largest."""
     regular = all(c == chunks[0] for c in chunks[:-1]) and chunks[-1] <= chunks[0]
@@ -183,6 +197,7 @@ def prepare(ds: xr.Dataset, attrs: Mapping[str, Any] | None, history: str) -> tu
     ds = _load_small(ds.copy(deep=False))
     for var in ds.variables.values():
         var.encoding = _clean_encoding(var)
+        _fixed_time_units(var)
         if "grid_mapping" in var.attrs:  # both places would make xarray refuse to write; the attribute wins
             var.encoding.pop("grid_mapping", None)
     ds = _chunk_in_memory(ds)

@@ -1,0 +1,65 @@
+"""A gappy history's diurnal reference is infilled (geonp.reference_fill)."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pytest
+from test_reference import hourly
+
+import geonp  # noqa: F401  registers ds.np
+from geonp import reference_fill
+from geonp.geo import describe
+from geonp.model import resolve_model
+
+
+def _blobs(ds, seed=0):
+    """Squares of 3 x 3 cells missing for 5 hours each, moving about: about 20 % of the values."""
+    rng = np.random.default_rng(seed)
+    v = ds.t2m.values.copy()
+    for start in range(0, v.shape[0] - 4, 2):
+        for _ in range(2):
+            i, j = rng.integers(0, v.shape[1] - 2), rng.integers(0, v.shape[2] - 2)
+            v[start:start + 5, i:i + 3, j:j + 3] = np.nan
+    return ds.assign(t2m=(ds.t2m.dims, v, ds.t2m.attrs))
+
+
+@pytest.fixture(scope="module")
+def days():
+    return hourly(times=60, nlat=9, nlon=10)
+
+
+def test_filled_reference__observed_values_kept_gaps_filled_with_their_variance(days):
+    gappy = _blobs(days)
+    layout = describe(gappy, "t2m")[1]
+    inits = np.array([50, 54])
+    ref, var = reference_fill.filled_reference(gappy, layout, resolve_model("bsa-tnp"), inits, 24, 4, 3)
+    seen = gappy.t2m.notnull().values
+    np.testing.assert_array_equal(ref.values[seen], gappy.t2m.values[seen])
+    assert (var.values[seen] == 0).all()
+    filled = ~seen & np.isfinite(ref.values)
+    assert np.isfinite(ref.values[40:55]).all() and (var.values[filled] > 0).all()  # the frames up to the last init
+    assert np.isnan(ref.values[55:][~seen[55:]]).all()  # nothing after it is read
+    err = ref.values[filled] - days.t2m.values[filled]
+    assert np.sqrt(np.mean(err**2)) < 0.5 * days.t2m.std().item()
+    assert reference_fill.filled_reference(days, layout, resolve_model("bsa-tnp"), inits, 24, 4, 3) is None
+
+
+def test_a_gappy_history_keeps_a_diurnal_forecast_that_beats_the_variable_itself(days):
+    """Before, a value missing a day before left a stand-in days old (RMSE at +1 h 0.28 -> 0.76 K on ERA5)."""
+    gappy = _blobs(days)
+    history = slice(0, 51)
+    inits = days.time.values[[48, 50]]
+    complete = days.isel(time=history).np.forecast("t2m", hours=3, init_time=inits, calibrate=False)
+    fc = gappy.isel(time=history).np.forecast("t2m", hours=3, init_time=inits, calibrate=False)
+    assert fc.attrs["geonp_reference"] == "diurnal"
+    assert np.isfinite(fc.t2m_mean.values).all() and np.isfinite(fc.t2m_std.values).all()
+    truth = np.stack([days.t2m.values[i + 1:i + 4] for i in (48, 50)])
+
+    def rmse(f):
+        return float(np.sqrt(np.mean((f.t2m_mean.values - truth) ** 2)))
+
+    # 0.43 against 0.11 complete; the stand-ins before scored 0.79, as forecasting the variable itself does
+    none = gappy.isel(time=history).np.forecast("t2m", hours=3, init_time=inits, calibrate=False, reference="none")
+    assert rmse(complete) < rmse(fc) < 0.7 * rmse(none)
+    missing = gappy.t2m.isnull().values[[48, 50]]  # where the forecast starts from a filled value: wider
+    assert fc.t2m_std.values[:, 0][missing].mean() > complete.t2m_std.values[:, 0][missing].mean()
