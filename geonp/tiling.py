@@ -127,7 +127,10 @@ def grid_tiles(space: Space, cells: tuple[int, ...], periodic: bool) -> list[np.
     sector = np.round(np.mod(np.asarray(line, dtype=np.float64) + 180.0, 360.0) * count / 360.0, 9)
     if abs(sector[0] - np.round(sector[0])) > 1e-6:  # stored from inside a sector
         return axes
-    axes[ring] = np.minimum(np.floor(sector), count - 1).astype(np.int64)
+    ids = np.minimum(np.floor(sector), count - 1).astype(np.int64)
+    if len(_runs(ids)) != len(np.unique(ids)):  # a sector cut in two by the array's ends (a descending axis)
+        return axes
+    axes[ring] = ids
     return axes
 
 

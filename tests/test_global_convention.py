@@ -113,3 +113,13 @@ def test_smooth_grid__wraps_an_axis_that_closes_on_itself():
     assert wrapped[0, -1] == pytest.approx(wrapped[0, 1]) and wrapped.sum() == pytest.approx(values.sum())
     edge = smooth_grid(values, 1.0)
     assert edge[0, -1] == pytest.approx(0.0, abs=1e-12) and edge[0, 0] > wrapped[0, 0]
+
+
+def test_a_descending_global_longitude_axis_starting_on_a_sector_edge_is_predicted(globe):
+    """Longitudes 180, 175, ..., -175 cut sector 0 between the first and the last columns: a raw ValueError."""
+    flipped = _to_180(globe).isel(lon=slice(None, None, -1))
+    flipped = flipped.roll(lon=-int(np.flatnonzero(flipped.lon.values == -180.0)[0]), roll_coords=True)
+    flipped = flipped.assign_coords(lon=np.where(flipped.lon == -180.0, 180.0, flipped.lon))
+    assert flipped.lon.values[0] == 180.0 and np.all(np.diff(flipped.lon.values) < 0)
+    out = flipped.np.infill("tas")
+    assert np.isfinite(out.tas_mean.values).all()
