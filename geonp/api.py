@@ -228,13 +228,15 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     kind, lag = references.resolve(asked, step, first_init=int(inits.min()),
                                    context_frames=int(m.settings["context_frames"]),
                                    history_years=seasonal.span_years(times[:history]))
-    filled = None  # the diurnal reference of a gappy history: infilled
+    filled = variance = None  # the diurnal reference of a gappy history, infilled, and the infill's variance
     if kind == "diurnal":
-        filled = filled_reference(ds, layout, m, inits, lag, int(m.settings["context_frames"]), n_leads, region, device)
-        kind, lag = references.keep_diurnal(ds[layout.var] if filled is None else filled[0], layout.time, inits,
+        filled, variance = filled_reference(ds, layout, m, inits, lag, int(m.settings["context_frames"]), n_leads,
+                                            region, device) or (None, None)
+        kind, lag = references.keep_diurnal(ds[layout.var] if filled is None else filled, layout.time, inits,
                                             np.arange(1, n_leads + 1), lag, auto=asked == "auto")
-    src_ds = ds if filled is None or region else ds.assign({layout.var: filled[0]})  # late data: its own ages
-    work, cycle = references.reference_input(src_ds, layout, kind, lag, past, None if filled is None else filled[0])
+    ref_ds = ds if filled is None else ds.assign({layout.var: filled})
+    src_ds = ds if region else ref_ds  # late data keep their own ages: only the reference is filled
+    work, cycle = references.reference_input(src_ds, layout, kind, lag, past, filled)
     if shipped_name(model) is not None and kind != "seasonal":
         timeaxis.warn_coarse_step(step, timeaxis.is_monthly(times))
     calibration = calibrate_input.forecast_calibration(
@@ -281,10 +283,9 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     name, sd = f"{layout.var}_mean", f"{layout.var}_std"
     ref_change = None
     if kind == "diurnal":  # y(valid - 24 h) added back (where it is late: the same hour a day or two before)
-        ref_ds = ds if filled is None else ds.assign({layout.var: filled[0]})
         out[name], out[sd] = references.add_back(out[name], out[sd], ref_ds, layout.var, layout.time, inits, leads,
-                                                 lag, problem.norm.small_context_scale, filled and filled[1],
-                                                 None if src_ds is ds else filled[1])
+                                                 lag, problem.norm.small_context_scale, variance,
+                                                 None if src_ds is ds else variance)
     elif kind == "seasonal":
         out[name] = references.add_cycle(out[name], cycle, valid)
         before = np.concatenate([times[inits][:, None], valid[:, :-1]], axis=1)

@@ -76,7 +76,7 @@ def _sphere_cell(band: int, sector: int, side_km: float) -> tuple[np.ndarray, fl
     count, height = _bands(side_km)
     n = _sectors(band, count, height, side_km)
     lo, hi = -90.0 + band * height, -90.0 + (band + 1) * height
-    if n == 1 and count >= 3:  # a polar cap, centred on its pole
+    if count >= 3 and band in (0, count - 1):  # a polar cap (as _sectors decides), centred on its pole
         pole = -90.0 if band == 0 else 90.0
         return np.array([0.0, pole]), float(np.deg2rad(height) * EARTH_RADIUS_KM)
     west, east = -180.0 + sector * 360.0 / n, -180.0 + (sector + 1) * 360.0 / n
