@@ -243,7 +243,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     plan = tile_plan(problem, tiles, halo_km, cells, tile)
     fchunks = _frame_chunks(T, frames_per_block)
     group = frames_per_task(settings.get("frames_per_task", 1), half, payload.name)
-    origin = timeaxis.frame_number(problem.times, problem.step_hours)  # groups of times, not of positions
+    numbers = timeaxis.frame_numbers(problem.times, problem.step_hours)  # groups of times, not of positions
     n_tasks = len(plan.tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d, norm, norm_key = _inputs(problem, payload, calibration)
     graph = BlockGraph(problem.data, [d for d in (payload_d, norm) if isinstance(d, Delayed)],
@@ -252,7 +252,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     tile_pos = block_positions(tiles)
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for fi, fr in enumerate(fchunks):
-            fgroups = frame_groups(fr, group, T, origin)
+            fgroups = frame_groups(fr, group, T, numbers=numbers)
             lo, hi = max(0, fgroups[0][0] - half), min(T, fgroups[-1][-1] + half + 1)
             predicted = {}  # each tile once, for every block it meets
             for k, (sel, meta, shape, _) in plan.tiles.items():

@@ -234,18 +234,22 @@ def infill_tasks(
     return tasks
 
 
-def frame_groups(frames: np.ndarray, size: int, num_frames: int, origin: int = 0) -> list[np.ndarray]:
+def frame_groups(frames: np.ndarray, size: int, num_frames: int, origin: int = 0,
+                 numbers: np.ndarray | None = None) -> list[np.ndarray]:
     """The frame groups that hold ``frames``: the frames numbered ``g·size … g·size + size − 1``.
 
-    A frame's number is its index plus ``origin``, the first frame's number counted from a fixed
-    time (:func:`geonp.timeaxis.frame_number`), so the groups depend only on the frames' times
-    (clipped to the ``num_frames`` frames of the data): a chunked prediction cuts the same groups as
-    an unchunked one, and an input that starts at another time the same groups of the times both
-    hold. Returns the whole groups (as indices), in order, including their frames outside ``frames``.
+    A frame's number is its own time counted in steps from a fixed time (``numbers``, one per frame,
+    :func:`geonp.timeaxis.frame_numbers`), or without them its index plus ``origin``. So the groups
+    depend only on the frames' times (clipped to the ``num_frames`` frames of the data): a chunked
+    prediction cuts the same groups as an unchunked one, an input that starts at another time the
+    same groups of the times both hold, and an axis with a missing hour the same groups after it.
+    Returns the whole groups (as indices), in order, including their frames outside ``frames``.
     """
-    size, origin = max(1, int(size)), int(origin)
-    ids = np.unique((np.asarray(frames, dtype=np.int64) + origin) // size)
-    return [np.arange(max(0, g * size - origin), min(g * size + size - origin, num_frames)) for g in ids]
+    size, frames = max(1, int(size)), np.asarray(frames, dtype=np.int64)
+    if numbers is None or len(numbers) != num_frames:
+        numbers = np.arange(num_frames, dtype=np.int64) + int(origin)
+    ids = np.asarray(numbers, dtype=np.int64) // size
+    return [np.flatnonzero(ids == g) for g in np.unique(ids[frames])]
 
 
 def forecast_tasks(
