@@ -29,6 +29,7 @@ from .errors import (
     TimeAxisError,
     warn_user,
 )
+from .frames import positions_km
 from .late import region_age
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import finish, space_coords, variable_attrs
@@ -221,7 +222,8 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
                              var, layout.extra_dims, part)
     timeaxis.warn_short_history(times, inits)
     late = timeaxis.warn_empty_init(ds[layout.var], layout.time, times, inits)
-    region = max(late, region_age(ds[layout.var], layout.time, inits, step))  # a region (station) late, or all
+    region = max(late, region_age(ds[layout.var], layout.time, inits, step, positions_km(ds, layout),
+                                  layout.space_dims))  # a region (station) late, or all
     history = int(inits.min()) + 1
     past = {layout.time: slice(0, history)}  # calibration and cycle: nothing after the first initial time is seen
     asked = reference_of(m, reference)
@@ -295,7 +297,9 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         trend_w = dask.array.from_delayed(dask.delayed(calibrate_input.trend_weights, pure=True)(calibration, leads),
                                           shape=(len(leads),), dtype=np.float64)
     if trend_w is not None:
-        out[name] = references.add_trend(out[name], ds, layout.var, layout.time, inits, leads, lag, trend_w, ref_change)
+        # the last step's trend from the filled history: raw, it is 0 wherever y(t0) or y(t0 - 1) is missing
+        out[name] = references.add_trend(out[name], ref_ds, layout.var, layout.time, inits, leads, lag, trend_w,
+                                         ref_change)
     if kind == "diurnal":  # leads beyond a day add the forecast of a day earlier
         out[name], out[sd] = references.chain_days(out[name], out[sd], lag)
     if problem.norm.nonnegative:  # rain, wind speed: no mean below every value of the history (NaN stays NaN)

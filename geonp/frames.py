@@ -24,7 +24,7 @@ from .geo import Layout
 
 __all__ = [
     "Frame", "make_frame", "space_points", "lonlat_of", "centre_of", "radius_km", "is_regional",
-    "grid_steps_km", "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
+    "grid_steps_km", "positions_km", "REGIONAL_RADIUS_KM", "EARTH_RADIUS_KM",
 ]
 
 #: datasets within this radius of their centre share one projection centre
@@ -132,6 +132,21 @@ def is_regional(ds: xr.Dataset, layout: Layout) -> bool:
         return True
     lon, lat = lonlat_of(ds, layout)
     return radius_km(lon, lat, centre_of(lon, lat)) <= REGIONAL_RADIUS_KM
+
+
+def positions_km(ds: xr.Dataset, layout: Layout) -> np.ndarray:
+    """``[P, 3]`` positions in km of every space point, flattened as :func:`space_points`, for distances between them.
+
+    On longitude/latitude points on the sphere of :data:`EARTH_RADIUS_KM` (a chord is the great-circle
+    distance to 1e-5 at 100 km, with no projection to centre on a global grid); projected x/y in km,
+    with z = 0. Points off the Earth are non-finite.
+    """
+    if not layout.geographic:
+        x, y = space_points(ds, layout)
+        km = make_frame(ds, layout).km_per_unit
+        return np.stack([x * km, y * km, np.zeros_like(x)], -1)
+    lon, lat = (np.deg2rad(v) for v in lonlat_of(ds, layout))
+    return EARTH_RADIUS_KM * np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
 
 
 def lonlat_of(ds: xr.Dataset, layout: Layout) -> tuple[np.ndarray, np.ndarray]:

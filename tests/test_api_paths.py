@@ -288,6 +288,26 @@ def test_region_age_is_the_oldest_newest_observation_of_a_point_seen_in_the_48_h
     assert region_age(v, "time", np.array([59]), 24.0 * 30) == 0  # monthly: a silent station is out, not late
 
 
+def test_region_age__scattered_gaps_between_observed_neighbours_are_no_late_region():
+    """Counted per point, 30 % random gaps looked 2-35 frames late and left the context unfilled (28th test)."""
+    from geonp.late import region_age
+
+    rng = np.random.default_rng(0)
+    yy, xx = np.meshgrid(np.arange(20.0), np.arange(30.0), indexing="ij")
+    positions = np.stack([xx.ravel() * 25, yy.ravel() * 25, np.zeros(600)], -1)  # km, a 25-km grid
+    v = xr.DataArray(np.where(rng.random((60, 20, 30)) < 0.3, np.nan, 1.0), dims=("time", "y", "x"))
+    assert region_age(v, "time", np.array([59]), 1.0) >= 3  # alone: some point missed its last hours
+    assert region_age(v, "time", np.array([59]), 1.0, positions, ("y", "x")) == 0
+    late = v.copy()
+    late[52:, :6, :] = np.nan  # six rows not delivered for eight hours: a late region
+    assert region_age(late, "time", np.array([59]), 1.0, positions, ("y", "x")) >= 8
+    # the points in the order of space_dims: transposed data read the same
+    assert region_age(late.transpose("x", "time", "y"), "time", np.array([59]), 1.0, positions, ("y", "x")) >= 8
+    edge = v.copy()
+    edge[52:, :, 29] = np.nan  # one column late: its neighbours on time stand for it (as point_ages counts)
+    assert region_age(edge, "time", np.array([59]), 1.0, positions, ("y", "x")) == 0
+
+
 def test_a_region_late_by_more_than_twice_the_context_frames_is_forecast_from_its_newest_data():
     """ERA5 north of 56 N ten frames late: half its means were NaN, its coverage 0.44; now none, 0.97."""
     t = np.arange(40)

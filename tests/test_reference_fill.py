@@ -63,3 +63,27 @@ def test_a_gappy_history_keeps_a_diurnal_forecast_that_beats_the_variable_itself
     assert rmse(complete) < rmse(fc) < 0.7 * rmse(none)
     missing = gappy.t2m.isnull().values[[48, 50]]  # where the forecast starts from a filled value: wider
     assert fc.t2m_std.values[:, 0][missing].mean() > complete.t2m_std.values[:, 0][missing].mean()
+
+
+def test_the_trend_term_reads_the_filled_history(days):
+    """Raw, the last step's trend was 0 wherever y(t0) or y(t0 - 1) was missing (a twenty-eighth new-user test)."""
+    import dataclasses
+
+    rng = np.random.default_rng(3)
+    gappy = days.assign(t2m=days.t2m.where(rng.random(days.t2m.shape) > 0.3))  # scattered: no late region
+    base, history, init = resolve_model("bsa-tnp"), slice(0, 51), days.time.values[[50]]
+
+    def mean(weight):
+        model = dataclasses.replace(base, normaliser=dataclasses.replace(base.normaliser, lead_trend_weight=(weight,)))
+        return gappy.isel(time=history).np.forecast("t2m", hours=1, init_time=init, model=model,
+                                                    calibrate=False).t2m_mean.values[0, 0]
+
+    term = mean(1.0) - mean(0.0)
+    g, v = gappy.t2m.isnull().values, days.t2m.values
+    missing = g[49] | g[50] | g[26] | g[27]  # a value of the last step, or of the reference's step, missing
+    truth = (v[50] - v[49]) - (v[27] - v[26])  # the last step's change less that of the reference y(t - 24 h)
+    assert missing.sum() > 30
+    np.testing.assert_allclose(term[~missing], truth[~missing], atol=1e-4)  # observed: the term itself
+    assert np.abs(term[missing]).min() > 0  # a term wherever a value is missing (raw: 0 there)
+    err = np.sqrt(np.mean((term - truth)[missing] ** 2))
+    assert err < 0.8 * np.sqrt(np.mean(truth[missing] ** 2))  # closer than the 0 of before (0.108 against 0.151)
