@@ -58,15 +58,20 @@ def filled_reference(ds: xr.Dataset, layout, model, inits: np.ndarray, lag: int,
     lo = max(0, first - context_frames - reach - calibrated - AUTO_CALIBRATION_INITS - lag)
     part = ds.isel({layout.time: slice(lo, last + 1)})
     y = part[layout.var]
-    missing = y.isnull()
+    missing, defined = y.isnull(), xr.ones_like(y, dtype=bool)
     if DOMAIN_COORD in y.coords:  # outside mask= nothing is missing: the field is not defined there
-        missing = missing.where(y[DOMAIN_COORD], False)
-    if float(missing.mean()) < MIN_MISSING:
+        missing, defined = missing.where(y[DOMAIN_COORD], False), defined.where(y[DOMAIN_COORD], False)
+    others = [d for d in y.dims if d != layout.time]
+    gaps, points = (np.asarray(a.sum(others).values) for a in (missing, defined))
+    # a frame with no observation has nothing to be filled from (each frame is filled from itself alone): a
+    # single missing hour paid 73 CPU-s for the fill of a 1 % gap it could not fill (a 28th new-user test)
+    frames = np.flatnonzero((gaps > 0) & (gaps < points))
+    if gaps[frames].sum() < MIN_MISSING * max(1, points.sum()):
         return None
     usable = getattr(model, "task", "any") in ("any", "infill")  # a model fitted to forecast: the shipped one
     try:
-        filled = infill(part, layout.var, model=model if usable else "bsa-tnp", device=device,
-                        time_window=FILL_TIME_WINDOW)
+        filled = infill(part.isel({layout.time: frames}), layout.var, model=model if usable else "bsa-tnp",
+                        device=device, time_window=FILL_TIME_WINDOW)
     except NoDataError:  # nothing to fill after all (e.g. gaps only where the field is not defined)
         return None
     # once: the departures, the calibration, the values added back and the choice of reference all read it
@@ -76,9 +81,13 @@ def filled_reference(ds: xr.Dataset, layout, model, inits: np.ndarray, lag: int,
     def bare(a: xr.DataArray) -> xr.DataArray:  # the values alone: the infill's coordinates are its own
         return xr.DataArray(a.transpose(*y.dims).data, dims=y.dims)
 
-    std = filled[f"{name}_std"]
-    value = bare(filled[f"{name}_filled"]).astype(full.dtype)
-    variance = bare((std.astype(np.float32) ** 2).where(std.notnull() & y.isnull().transpose(*std.dims), 0.0))
+    def placed(a: xr.DataArray) -> xr.DataArray:  # the filled frames' values at their places in `part`
+        return bare(a).assign_coords({layout.time: frames}).reindex({layout.time: np.arange(y.sizes[layout.time])})
+
+    std, raw = filled[f"{name}_std"], bare(y)
+    value = raw.where(raw.notnull(), placed(filled[f"{name}_filled"])).astype(full.dtype).drop_vars(layout.time)
+    variance = placed(std.astype(np.float32) ** 2)
+    variance = variance.where(raw.isnull() & variance.notnull(), 0.0).drop_vars(layout.time)
     cut = [{layout.time: slice(0, lo)}, {layout.time: slice(last + 1, None)}]
     zero = xr.zeros_like(full, dtype=np.float32)
     reference = xr.concat([bare(full.isel(cut[0])), value, bare(full.isel(cut[1]))], dim=layout.time)
