@@ -32,7 +32,7 @@ from .errors import (
 from .frames import positions_km
 from .late import region_age
 from .model import Model, check_settings, resolve_model, with_settings
-from .output import finish, space_coords, variable_attrs
+from .output import drop_time_scalars, finish, space_coords, variable_attrs
 from .planning import plan_problem
 from .poles import merge_pole_copies
 from .prepare import prepare
@@ -155,6 +155,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         filled.attrs, filled.encoding = variable_attrs(src, "filled", layout.var), {}  # not the input's own
         out[f"{layout.var}_filled"] = filled
         out = out.transpose(*src.dims)
+    out = drop_time_scalars(out, ds, ("step",), ("forecast_period",))  # the input's forecast step, not the output's
     out = finish(out, layout, m, "infill", lazy, crs_layout=out_layout, source=obj)
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, "on held-out observed values of the input")
     out.attrs["geonp_reference"] = kind
@@ -306,18 +307,12 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         out[name] = out[name].clip(min=0.0, keep_attrs=True)
     # no uncertainty without a prediction: where y(valid - 24 h) is missing the mean is NaN, and so the std (lazily)
     out[sd] = references.mask_like(out[sd], out[name])
-    # the input's own scalar time coordinates (cfgrib's step, forecast_period 0) would contradict lead_time
-    out = out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
-        c in ("step", "time", "valid_time") or ds[c].attrs.get("standard_name") in _TIME_NAMES)])
+    out = drop_time_scalars(out, ds)  # cfgrib's step (forecast_period 0) would contradict lead_time
     out = finish(merge_pole_copies(out, layout, layout.var), layout, m, "forecast", lazy, source=obj)
     out.attrs["geonp_reference"] = kind
     out.attrs["geonp_calibrated"] = calibrate_input.note(m, calibration, f"on the {history} frames up to the first "
                                                                          "initial time")
     return out
-
-
-#: CF standard names of time coordinates a forecast output sets itself
-_TIME_NAMES = ("time", "forecast_period", "forecast_reference_time")
 
 
 def fit(

@@ -15,7 +15,7 @@ import xarray as xr
 from . import geo
 from .io.sources import input_files
 
-__all__ = ["variable_attrs", "finish", "space_coords", "model_digest", "environment"]
+__all__ = ["variable_attrs", "finish", "space_coords", "model_digest", "environment", "drop_time_scalars"]
 
 
 def _version() -> str:
@@ -48,6 +48,17 @@ def variable_attrs(da: xr.DataArray, kind: str, var: str) -> dict:
         if name:
             attrs["standard_name"] = name
     return attrs
+
+
+def drop_time_scalars(out: xr.Dataset, ds: xr.Dataset, names=("step", "time", "valid_time"),
+                      standard_names=("time", "forecast_period", "forecast_reference_time")) -> xr.Dataset:
+    """``out`` without the input's scalar time coordinates named ``names`` or with one of ``standard_names``.
+
+    cfgrib's ``step`` (``forecast_period``, 0 h for an analysis) describes the input's forecast step:
+    beside a forecast's ``lead_time`` it contradicts it, beside an infill it is no step of the output's.
+    """
+    return out.drop_vars([c for c in out.coords if out[c].ndim == 0 and c in ds.coords and (
+        c in names or ds[c].attrs.get("standard_name") in standard_names)])
 
 
 def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,

@@ -428,6 +428,8 @@ def test_forecast_contract_and_errors(small):
     grib_like = full.assign_coords(step=((), np.timedelta64(0, "h"), {"standard_name": "forecast_period"}))
     out = grib_like.np.forecast("t2m", hours=2)
     assert "step" not in out.coords and out.lead_time.attrs["standard_name"] == "forecast_period"
+    gaps = grib_like.assign(t2m=grib_like.t2m.where(grib_like.latitude < grib_like.latitude.max()))
+    assert "step" not in gaps.np.infill("t2m").coords  # the input's forecast step is no step of an infill either
     assert out.init_time.attrs["standard_name"] == "forecast_reference_time"
     # from the first frame there is one past frame: warned (its std comes out ~10 x too small on ERA5)
     with pytest.warns(geonp.ShortHistoryWarning, match="is the first time step of the data.*later init_time"):

@@ -84,9 +84,9 @@ def test_grid_tiles__sectors_from_minus_180_with_0_and_180_as_edges():
     assert count % 2 == 0 and np.bincount(a).max() <= 9
     np.testing.assert_array_equal(a[np.argsort(east % 360)], b[np.argsort(west % 360)])  # the same places
     assert np.all(np.diff(b) >= 0) and a[0] == count // 2 and a[-1] == count // 2 - 1  # 0° and 180° are edges
-    inside = np.arange(1.25, 361.0, 2.5) - 180.0 + 1.25  # stored from inside a sector: as the array is
-    np.testing.assert_array_equal(grid_tiles(_space(inside, lat), (5, 9), periodic=True)[1],
-                                  grid_tiles(_space(inside, lat), (5, 9), periodic=False)[1])
+    centres = np.arange(-178.75, 180.0, 2.5)  # cell centres, from inside the first sector: sectors all the same
+    c = grid_tiles(_space(centres, lat), (5, 9), periodic=True)[1]
+    assert c[0] == 0 and c[-1] == count - 1 and np.all(np.diff(c) >= 0) and len(np.unique(c)) == count
 
 
 def test_sphere_lattice__cells_hold_their_points_and_caps_sit_on_the_poles():
@@ -115,11 +115,35 @@ def test_smooth_grid__wraps_an_axis_that_closes_on_itself():
     assert edge[0, -1] == pytest.approx(0.0, abs=1e-12) and edge[0, 0] > wrapped[0, 0]
 
 
-def test_a_descending_global_longitude_axis_starting_on_a_sector_edge_is_predicted(globe):
-    """Longitudes 180, 175, ..., -175 cut sector 0 between the first and the last columns: a raw ValueError."""
+def test_a_global_grid_in_any_order_gives_the_same_values_in_its_own_order(globe):
+    """Descending from 180°, rolled, north down, chunked: the same values, in the input's own order and chunks.
+
+    Longitudes 180, 175, ..., -175 cut sector 0 between the first and the last columns: a raw ValueError,
+    then tiles of their own (up to 0.33 K from the ascending grid; 0.72 K rolled by 37 columns, 28th test).
+    """
     flipped = _to_180(globe).isel(lon=slice(None, None, -1))
     flipped = flipped.roll(lon=-int(np.flatnonzero(flipped.lon.values == -180.0)[0]), roll_coords=True)
     flipped = flipped.assign_coords(lon=np.where(flipped.lon == -180.0, 180.0, flipped.lon))
     assert flipped.lon.values[0] == 180.0 and np.all(np.diff(flipped.lon.values) < 0)
-    out = flipped.np.infill("tas")
-    assert np.isfinite(out.tas_mean.values).all()
+    ref = globe.np.infill("tas")
+    for ds in (flipped, globe.roll(lon=37, roll_coords=True), globe.isel(lat=slice(None, None, -1)),
+               flipped.chunk(lon=30)):
+        out = ds.np.infill("tas")
+        np.testing.assert_array_equal(out.lon.values, ds.lon.values)  # in the input's own order
+        np.testing.assert_array_equal(out.lat.values, ds.lat.values)
+        back = out.assign_coords(lon=out.lon % 360.0).sortby("lon").sortby("lat", ascending=False)
+        for name in ("tas_mean", "tas_std", "tas_filled"):
+            np.testing.assert_allclose(back[name].values, ref[name].values, atol=1e-4)
+    assert out.tas_mean.chunks[2] == (30, 30, 12)  # the input's chunks
+    fc = flipped.np.forecast("tas", steps=1, calibrate=False)  # a forecast too, in the input's order
+    np.testing.assert_array_equal(fc.lon.values, flipped.lon.values)
+    fc_ref = globe.np.forecast("tas", steps=1, calibrate=False)
+    np.testing.assert_allclose(fc.tas_mean.sortby(fc.lon % 360.0).values, fc_ref.tas_mean.values, atol=1e-4)
+
+
+def test_grid_tiles__sectors_whatever_column_the_array_starts_at_and_its_direction():
+    lat, lon = np.arange(-80.0, 81.0, 10.0), np.arange(-180.0, 180.0, 2.5)
+    ref = grid_tiles(_space(lon, lat), (5, 9), periodic=True)[1]
+    for stored in (np.roll(lon, 37), lon[::-1], np.roll(lon[::-1], -1)):  # -1: from 180 (as -180) descending
+        got = grid_tiles(_space(stored, lat), (5, 9), periodic=True)[1]
+        np.testing.assert_array_equal(got[np.argsort(stored)], ref)  # each meridian in its own sector

@@ -787,3 +787,24 @@ def test_a_forecast_store_takes_appended_initial_times_at_their_own_times(tmp_pa
     np.testing.assert_array_equal(back.init_time.values, np.concatenate([inits, inits + np.timedelta64(23, "h")]))
     np.testing.assert_array_equal(back.valid_time.values[1], night.valid_time.values[0])
     assert xr.open_zarr(path, decode_times=False).init_time.attrs["units"] == "seconds since 1970-01-01"
+
+
+@pytest.mark.parametrize("kind", ["cftime", "subsecond"])
+def test_cftime_and_subsecond_initial_times_are_appended_at_their_own_times(tmp_path, kind):
+    """Only whole-second datetime64 got fixed units: cftime and sub-second init_times still read back shifted."""
+    import cftime
+
+    if kind == "cftime":
+        inits = np.array([cftime.DatetimeNoLeap(1990, 1, 15, 12)])
+        later = np.array([cftime.DatetimeNoLeap(1990, 2, 14, 3)])
+    else:
+        inits = np.array(["2019-03-06T23:00:00.250"], dtype="datetime64[ns]")
+        later = inits + np.timedelta64(1500, "ms")
+    fc = xr.Dataset({"t2m_mean": (("init_time", "lead_time"), np.zeros((1, 2), dtype="float32"))},
+                    coords={"init_time": inits, "lead_time": pd.to_timedelta([1, 2], unit="h").values})
+    path = to_zarr(fc, tmp_path / "fc.zarr", progress=False)
+    fc.assign_coords(init_time=later).to_zarr(path, append_dim="init_time")
+    back = xr.open_zarr(path, use_cftime=kind == "cftime")
+    assert list(back.init_time.values) == [*inits, *later]
+    units = xr.open_zarr(path, decode_times=False).init_time.attrs["units"]
+    assert units == ("seconds" if kind == "cftime" else "milliseconds") + " since 1970-01-01"

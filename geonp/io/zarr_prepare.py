@@ -81,17 +81,28 @@ def _clean_encoding(var: xr.Variable) -> dict:
 
 
 def _fixed_time_units(var: xr.Variable) -> None:
-    """Datetimes without units of their own are written as int64 seconds since 1970 (whole seconds, no NaT).
+    """Datetimes without units of their own are written as int64 counts since 1970, of the coarsest exact unit.
 
     xarray picks units from the values it writes (a forecast's ``init_time``: ``days since`` its first),
     so a store appended to later with ``to_zarr(append_dim=...)`` read an appended 2019-03-07T22 as
-    2019-03-29T23 (a twenty-seventh new-user test).
+    2019-03-29T23 (a twenty-seventh new-user test). Seconds, or milli-, micro- or nanoseconds where the
+    values hold fractions of a second; cftime dates in their own calendar (seconds or microseconds).
     """
-    if var.dtype.kind != "M" or "units" in var.encoding:
-        return
+    if "units" in var.encoding or var.size == 0 or var.dtype.kind not in "MO" or var.chunks is not None:
+        return  # a lazy variable is no time coordinate: its values are not read here
     values = np.asarray(var.values).ravel()
-    if not np.isnat(values).any() and np.array_equal(values.astype("datetime64[s]").astype(values.dtype), values):
-        var.encoding.update(units="seconds since 1970-01-01", dtype="int64")
+    if var.dtype.kind == "M":
+        if np.isnat(values).any():
+            return
+        unit = next(u for u in ("s", "ms", "us", "ns")
+                    if np.array_equal(values.astype(f"datetime64[{u}]").astype(values.dtype), values))
+    elif var.dtype == object and all(type(v).__module__.startswith("cftime") for v in values):
+        unit = "s" if all(v.microsecond == 0 for v in values) else "us"
+        var.encoding["calendar"] = values[0].calendar
+    else:
+        return
+    name = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[unit]
+    var.encoding.update(units=f"{name} since 1970-01-01", dtype="int64")
 
 
 def _regular_size(chunks: tuple[int, ...]) -> int:
