@@ -11,8 +11,9 @@ Progress goes to stderr (``--quiet`` turns it off), a one-line summary to stdout
 line ``geonp: warning: ...`` on stderr. Every error a user can cause prints one line
 ``geonp: error: ...`` on stderr and exits 2 (its hints in the CLI's syntax: ``--reference none``, not
 ``reference='none'``); nothing is computed when the
-output exists (without ``--overwrite``, which replaces only a Zarr store or a model file), and nothing
-half-written is left behind. Ctrl-C exits 130, SIGTERM 143, with one ``geonp: interrupted`` line.
+output exists (exit 3; ``--overwrite`` replaces only a Zarr store or a model file) or another run is
+writing it (exit 4), and nothing half-written is left behind. Ctrl-C exits 130, SIGTERM 143, with one
+``geonp: interrupted`` line.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from .cli_args import parse_args, parse_chunks
 from .cli_hints import cli_hints
-from .errors import ConfigError, GeonpError
+from .errors import ConfigError, ExistingOutputError, GeonpError, OutputLockedError
 
 __all__ = ["main", "parse_chunks"]
 
@@ -273,8 +274,18 @@ def _interrupted_note(args: argparse.Namespace) -> str:
     return "nothing was written yet: the same command starts afresh"
 
 
+#: exit code when the output exists (nothing was computed): a nightly job's run already done
+EXIT_EXISTS = 3
+#: exit code when another run is writing the output (it holds its lock): run again later
+EXIT_LOCKED = 4
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 on success, 2 on a user error, 130/143 on SIGINT/SIGTERM).
+    """Run the CLI; returns the exit code.
+
+    0 on success, 1 when the file system refuses (permissions, a full disk), 2 on a user error,
+    :data:`EXIT_EXISTS` (3) when the output exists, :data:`EXIT_LOCKED` (4) when another run is writing
+    it, 130/143 on SIGINT/SIGTERM: a cron job tells "done already" and "still running" from a failure.
 
     Argparse usage errors (unknown options, missing arguments) exit 2 through ``SystemExit``.
     """
@@ -286,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _COMMANDS[args.command](args, history)
     except GeonpError as exc:
         print(f"geonp: error: {cli_hints(' '.join(str(exc).split()), args.command)}", file=sys.stderr)
-        return 2
+        return EXIT_LOCKED if isinstance(exc, OutputLockedError) else EXIT_EXISTS if isinstance(
+            exc, ExistingOutputError) else 2
     except OSError as exc:  # the file system said no (permissions, a full disk): not a bug of ours
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         resume = f" ({_RESUMES})" if _interrupted_note(args) == _RESUMES else ""  # a full disk: free space, rerun

@@ -28,6 +28,8 @@ __all__ = [
     "TimeAxisError",
     "ModelMismatchError",
     "OutputExistsError",
+    "OutputLockedError",
+    "ExistingOutputError",
     "OutputPathError",
     "DataFormatError",
     "InputNotFoundError",
@@ -107,7 +109,15 @@ class ModelMismatchError(GeonpError, ValueError):
 
 
 class OutputExistsError(GeonpError, FileExistsError):
-    """The output path exists and overwriting was not asked for."""
+    """The output path is taken: it exists and is not to be replaced, it is the input, or a run is writing it."""
+
+
+class ExistingOutputError(OutputExistsError):
+    """The output exists and overwriting was not asked for: nothing was done (the CLI exits 3)."""
+
+
+class OutputLockedError(OutputExistsError):
+    """Another run is writing the output (it holds ``<path>.lock``): wait for it, then run again (the CLI exits 4)."""
 
 
 class OutputPathError(GeonpError, OSError):

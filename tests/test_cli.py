@@ -342,7 +342,7 @@ def test_cli_fit__refuses_an_existing_model_file_before_training(nc, tmp_path, c
     model = tmp_path / "t2m.geonp"
     model.write_bytes(b"precious")
     monkeypatch.setattr(geonp.api, "fit", lambda *a, **k: pytest.fail("trained although --out exists"))
-    assert main(["fit", str(nc), "--steps", "3", "--out", str(model)]) == 2
+    assert main(["fit", str(nc), "--steps", "3", "--out", str(model)]) == 3  # exists: nothing done
     line = _one_error_line(capsys)
     assert f"{str(model)!r} exists" in line and "--overwrite" in line
     assert model.read_bytes() == b"precious"
@@ -362,6 +362,17 @@ def test_cli_fit__needs_a_budget(nc, tmp_path, capsys):
     assert not (tmp_path / "m.zarr").exists()
 
 
+def test_cli__an_output_another_run_is_writing_exits_4(nc, tmp_path, capsys):
+    """'exists' and 'locked' exited 2 like any error: a nightly job could not tell done or running from failed."""
+    from geonp.io.lock import write_lock
+
+    out = tmp_path / "out.zarr"
+    with write_lock(out):
+        assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 4
+    assert "is writing" in _one_error_line(capsys) and not out.exists()
+    assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 0  # released: the next run writes
+
+
 def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_path, capsys, monkeypatch):
     """An existing --out is refused (same message as geonp.to_zarr) before computing, and not touched."""
     import geonp.api
@@ -372,11 +383,11 @@ def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_pa
     before = _tree(out)
     monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: pytest.fail("computed although --out exists"))
     monkeypatch.setattr(geonp.api, "forecast", lambda *a, **k: pytest.fail("computed although --out exists"))
-    assert main(["infill", str(nc), "--out", str(out)]) == 2
+    assert main(["infill", str(nc), "--out", str(out)]) == 3  # a cron job's run already done: not a failure
     line = _one_error_line(capsys)
     assert line == (f"geonp: error: {str(out)!r} exists; expected a new output path; pass --overwrite or choose "
                     "another path")
-    assert main(["forecast", str(nc), "--hours", "1", "--out", str(out)]) == 2
+    assert main(["forecast", str(nc), "--hours", "1", "--out", str(out)]) == 3
     _one_error_line(capsys)
     assert _tree(out) == before
     # a store named like another format is refused the same way, before computing (and writes nothing)
@@ -558,7 +569,7 @@ def test_cli_demo__refuses_existing_outputs_before_computing(tmp_path, capsys, m
     monkeypatch.chdir(tmp_path)
     (tmp_path / "demo.png").write_bytes(b"old")
     monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: pytest.fail("computed although demo.png exists"))
-    assert main(["demo"]) == 2
+    assert main(["demo"]) == 3
     assert "'demo.png' exists" in _one_error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.png"]
     (tmp_path / "demo.png").unlink()

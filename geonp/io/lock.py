@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import ConfigError, OutputExistsError, OutputPathError
+from ..errors import ConfigError, ExistingOutputError, OutputExistsError, OutputLockedError, OutputPathError
 
 __all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "check_writable",
            "is_zarr_store", "write_lock"]
@@ -62,7 +62,7 @@ def _refuse_replacing(path: Path, what: str, detail: str = "") -> None:
 
 
 def _refuse_existing(path: Path, what: str) -> None:
-    raise OutputExistsError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
+    raise ExistingOutputError(f"{str(path)!r} exists; expected a new {what} path; pass overwrite=True "
                             "(CLI: --overwrite) or choose another path")
 
 
@@ -257,7 +257,7 @@ def write_lock(path: Path) -> Iterator[Path]:
                 lock.unlink(missing_ok=True)  # its run has gone: take over
                 continue
             who = "another run" if held is None else f"another geonp run (pid {held.get('pid')} on {held.get('host')})"
-            raise OutputExistsError(
+            raise OutputLockedError(
                 f"{who} is writing {str(path)!r} ({lock.name} exists); expected one writer per output. Wait for "
                 f"it to finish, or, if that run is gone, remove {str(lock)!r} and run again.") from None
         if fcntl is not None:
@@ -265,7 +265,7 @@ def write_lock(path: Path) -> Iterator[Path]:
         os.write(fd, json.dumps(me).encode())
         break
     else:  # pragma: no cover - lost the race to retake a stale lock twice
-        raise OutputExistsError(f"could not take the lock {str(lock)!r} for {str(path)!r}; run again.")
+        raise OutputLockedError(f"could not take the lock {str(lock)!r} for {str(path)!r}; run again.")
     try:
         yield lock
     finally:
