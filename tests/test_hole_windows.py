@@ -41,3 +41,27 @@ def test_the_middle_of_a_hole_never_observed_is_predicted(holed):
     assert np.sqrt(np.mean((hole - truth) ** 2)) < 1.0  # the field's spread is about 1.4
     chunked = holed.chunk({"latitude": 7, "longitude": 9}).np.infill("t2m", tile=2.0, halo=1.0, land="none")
     np.testing.assert_allclose(chunked.t2m_mean.values, out.t2m_mean.values, atol=2e-4)
+
+
+def test_a_tile_deep_in_a_corner_hole_reaches_the_data_on_both_sides(monkeypatch):
+    """The 64 nearest observations lay along one side of a corner hole: ERA5 4.4 K off 12 cells in (coverage 0.34)."""
+    import geonp.tiling as tiling
+
+    ds = grid(nlat=30, nlon=36, times=1, keep=0.35)  # sparse: a unit of about 1.7 cells
+    values = ds.t2m.values.copy()
+    values[:, :9, :11] = np.nan  # a corner never observed
+    ds["t2m"] = (ds.t2m.dims, values, ds.t2m.attrs)
+    windows, real = [], tiling.window
+
+    def recorded(problem, tile_idx, *args, **kwargs):
+        sel, meta = real(problem, tile_idx, *args, **kwargs)
+        windows.append((tile_idx, sel))
+        return sel, meta
+
+    monkeypatch.setattr(tiling, "window", recorded)
+    out = ds.np.infill("t2m", tile=4.0, halo=1.0, land="none")
+    assert np.isfinite(out.t2m_mean.values).all()
+    (rows, cols), = [sel for idx, sel in windows if 0 in idx]  # the tile of the corner cell
+    seen = np.isfinite(values[0, rows, cols])
+    assert seen.sum() > 100  # the nearest 256 observed within 7.5 units of its reach (132); the 64 nearest before (78)
+    assert seen[:, :11 - cols.start].any() and seen[9 - rows.start:, :].any()  # below the hole and beside it
