@@ -2,7 +2,7 @@
 
 ::
 
-    geonp infill   INPUT --out OUT.zarr [--var V] [--model NAME|PATH] [--targets PATH] [--chunks SPEC] ...
+    geonp infill   INPUT --out OUT.zarr [--var V] [--model NAME|PATH] [--targets PATH] [--times START/END] ...
     geonp forecast INPUT --hours H (or --steps N) --out OUT.zarr [--init-time ISO ...] [--context-frames N] ...
     geonp fit      INPUT --out MODEL.geonp [--task infill|forecast] [--max-time 10min] [--steps N] ...
     geonp demo     [--model bsa-tnp] [--seed 0] [--out demo.zarr] [--png demo.png]
@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import time_select
 from .cli_args import parse_args, parse_chunks
 from .cli_hints import cli_hints
 from .errors import ConfigError, ExistingOutputError, GeonpError, OutputLockedError
@@ -147,13 +148,30 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     out = _refuse_existing(args.out, args)
     ds = _open(args, chunks)
     targets = _open_targets(args) if args.targets is not None else None
+    ds, keep = _some_times(args, ds) if args.times is not None else (ds, None)
     with _progress(args):
         result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, frames_per_task=args.frames_per_task,
                             batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate,
                             land=args.land, mask=args.mask, reference=args.reference)
+    if keep is not None:
+        result = time_select.keep_times(result, *keep)
     _write(result, out, args, history, start)
+
+
+def _some_times(args: argparse.Namespace, ds):
+    """The input cut to ``--times`` and the frames its tasks read, and what to keep of the prediction."""
+    from .geo import describe, select_variable
+    from .model import frames_per_task, resolve_model
+
+    name = select_variable(ds, args.var)[1]
+    layout = describe(ds, name, crs=args.crs)[1]
+    model = resolve_model(args.model)
+    half = int(model.settings["half_window"] if args.time_window is None else args.time_window)
+    group = frames_per_task(args.frames_per_task or model.settings.get("frames_per_task", "auto"), half, model.name)
+    cut, keep = time_select.select_times(ds, layout.time, args.times, time_select.context_pad(half, group))
+    return cut, (layout.time, keep)
 
 
 def _forecast(args: argparse.Namespace, history: str) -> None:

@@ -137,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frames-per-task", type=_frames_per_task, metavar="K",
                    help="consecutive frames predicted as one task from a shared context, or 'auto' (the default: "
                         "3 when the time window is 3 or more and the model is not te-pt-tnp, else 1)")
+    p.add_argument("--times", metavar="START/END",
+                   help="infill only these times (ISO, either end may be open: 2019-03-07/), reading the frames "
+                        "beside them that their context needs; e.g. the newest night of a growing archive")
     p.add_argument("--land", default="auto", metavar="MASK", help=_LAND_HELP)
     p.add_argument("--reference", choices=("auto", "seasonal", "none"),
                    help="infill departures from each point's annual cycle (seasonal; auto: for records of two years "

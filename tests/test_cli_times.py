@@ -1,0 +1,63 @@
+"""``geonp infill --times START/END``: the newest night of a growing archive, with the frames its context needs."""
+
+import pyproj  # noqa: F401  isort: skip
+
+import numpy as np
+import pytest
+import xarray as xr
+from test_api import field
+
+from geonp.cli import main
+from geonp.errors import ConfigError
+from geonp.time_select import context_pad, parse_times, select_times
+
+
+@pytest.fixture
+def archive(tmp_path):
+    ds, _ = field(times=30, keep=0.6)
+    path = tmp_path / "archive.zarr"
+    ds.to_zarr(path)
+    return ds, path
+
+
+def test_infill_times_predicts_those_hours_as_the_whole_record_does(archive, tmp_path, capsys):
+    ds, path = archive
+    whole, night = tmp_path / "whole.zarr", tmp_path / "night.zarr"
+    assert main(["infill", str(path), "--out", str(whole), "--quiet"]) == 0
+    assert main(["infill", str(path), "--out", str(night), "--times", "2019-03-01T12/2019-03-01T17", "--quiet"]) == 0
+    a, b = xr.open_zarr(whole), xr.open_zarr(night)
+    np.testing.assert_array_equal(b.time.values, ds.time.values[12:18])  # those hours only
+    for name in ("t2m_mean", "t2m_std", "t2m_filled"):  # planning counts other frames: 4e-4 here
+        np.testing.assert_allclose(b[name].values, a[name].isel(time=slice(12, 18)).values, atol=2e-3)
+    open_end = tmp_path / "tail.zarr"
+    assert main(["infill", str(path), "--out", str(open_end), "--times", "2019-03-02T03/", "--quiet"]) == 0
+    np.testing.assert_array_equal(xr.open_zarr(open_end).time.values, ds.time.values[27:])
+
+
+def test_select_times_reads_the_window_and_the_rest_of_a_group(archive):
+    ds, _ = archive
+    assert context_pad(3, 3) == 5 and context_pad(0, 1) == 0
+    cut, keep = select_times(ds, "time", "2019-03-01T10/2019-03-01T11", 5)
+    np.testing.assert_array_equal(cut.time.values, ds.time.values[5:17])
+    np.testing.assert_array_equal(cut.time.values[keep], ds.time.values[10:12])
+    cut, keep = select_times(ds, "time", "/2019-03-01T01", 5)  # open start: clipped at the record's
+    np.testing.assert_array_equal(cut.time.values[keep], ds.time.values[:2])
+    assert parse_times("2019-03-07") == ("2019-03-07", "2019-03-07")
+
+
+def test_infill_times_errors(archive, tmp_path, capsys):
+    ds, path = archive
+    out = tmp_path / "o.zarr"
+    assert main(["infill", str(path), "--out", str(out), "--times", "2020-01-01/2020-01-02", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no time step of the data, which run from 2019-03-01" in err and not out.exists()
+    with pytest.raises(ConfigError, match="is not START/END"):
+        parse_times("2019/03/07")
+    with pytest.raises(ConfigError, match="is not START/END"):
+        parse_times("/")
+    assert main(["infill", str(path), "--out", str(out), "--times", "yesterday/today", "--quiet"]) == 2
+    assert "expected ISO times" in capsys.readouterr().err
+    static = tmp_path / "static.zarr"
+    ds.isel(time=0, drop=True).to_zarr(static)
+    assert main(["infill", str(static), "--out", str(out), "--times", "2019-03-01/", "--quiet"]) == 2
+    assert "the data have no time axis" in capsys.readouterr().err
