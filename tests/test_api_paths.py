@@ -308,6 +308,25 @@ def test_region_age__scattered_gaps_between_observed_neighbours_are_no_late_regi
     assert region_age(edge, "time", np.array([59]), 1.0, positions, ("y", "x")) == 0
 
 
+def test_nearby_ages__cubes_give_the_all_pairs_answer():
+    from geonp.late import _nearby_ages
+
+    rng = np.random.default_rng(1)
+    for dims, scale in ((3, 6371.0), (2, 50.0)):
+        positions = rng.uniform(-scale, scale, (800, dims))
+        positions[5] = np.nan  # off the Earth: neither a point nor a neighbour
+        ages = rng.integers(-1, 6, 800)
+        reach = scale / 8
+        d2 = ((positions[:, None, :] - positions[None, :, :]) ** 2).sum(-1)
+        expected = ages.copy()
+        for i in np.flatnonzero(ages > 0):
+            if i == 5:
+                continue
+            near = (d2[i] <= reach * reach) & (ages >= 0)
+            expected[i] = ages[near].min()
+        np.testing.assert_array_equal(_nearby_ages(ages, positions, reach), expected)
+
+
 def test_a_region_late_by_more_than_twice_the_context_frames_is_forecast_from_its_newest_data():
     """ERA5 north of 56 N ten frames late: half its means were NaN, its coverage 0.44; now none, 0.97."""
     t = np.arange(40)
