@@ -274,8 +274,7 @@ def delayed_calibration(model, ds: xr.Dataset, layout: geo.Layout, task: str, *,
     name = shipped_name(model)
     if name is None:
         _refuse_fitted(model)
-    flips = geo.canonical_flips(ds, layout)
-    ds, raw = ds.isel(flips), None if raw is None else raw.isel(flips)
+    ds, raw = geo.canonical_grid(ds, layout, raw)
     index = calibration_sample(ds, layout, _frames_needed(name, task, options))
     sample_raw = None if raw is None else raw.isel(index)
     args, kwargs = (name, ds.isel(index), layout, task), {"raw": sample_raw, "auto": auto, **options}

@@ -208,8 +208,7 @@ def fit_model(
     times = ds[layout.time].values if layout.time is not None else None
     step = timeaxis.time_step_hours(times) if times is not None else 1.0
     # scales: fixed from the training data and saved with the model
-    flips = geo.canonical_flips(ds, layout)  # draws by array position: one orientation, whatever the input's
-    ds, raw_ds = ds.isel(flips), None if raw_ds is None else raw_ds.isel(flips)
+    ds, raw_ds = geo.canonical_grid(ds, layout, raw_ds)  # draws by array position: one order, whatever the input's
     probe = build_problem(ds, layout, Normaliser(time_unit_hours=step), observed_fraction=1.0)
     data = probe.data
     E = int(np.prod(probe.extra_shape))

@@ -318,19 +318,23 @@ def tile_plan(problem: Problem, blocks, halo_km: float, cells: tuple[int, ...], 
 
 
 def _tile_shape(space: Space, points: np.ndarray) -> tuple[tuple[int, ...], tuple | np.ndarray]:
-    """A tile's prediction shape and its points: a grid tile's rectangle (and slices), else flat indices.
+    """A tile's prediction shape and its points: a grid tile's rectangle (and slices), else flat.
 
-    Flat: a station tile, or a grid tile that is no rectangle (a global sector in two pieces at the
-    array's ends, :func:`grid_tiles`).
+    Flat: a station tile (its indices), or a grid tile that is no rectangle, a global sector in two
+    pieces at the array's ends (:func:`grid_tiles`): its rows and its columns (an index array), whose
+    product in C order is its points in order.
     """
     if not space.is_grid:
         return (len(points),), points
     coords = np.unravel_index(points, space.shape)
     slices = tuple(slice(int(c.min()), int(c.max()) + 1) for c in coords)
     shape = tuple(s.stop - s.start for s in slices)
-    if int(np.prod(shape)) != len(points):
-        return (len(points),), points
-    return shape, slices
+    if int(np.prod(shape)) == len(points):
+        return shape, slices
+    rows, cols = (np.unique(c) for c in coords)
+    if len(rows) * len(cols) != len(points) or len(rows) != shape[0]:
+        raise ValueError(f"a grid tile of {len(points)} points is neither a rectangle nor rows x columns")
+    return (len(points),), (slices[0], cols)
 
 
 def scatter(parts: list, places: list, shape: tuple, lead: int) -> tuple[np.ndarray, np.ndarray]:
