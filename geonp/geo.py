@@ -338,7 +338,8 @@ def _ring_order(ds: xr.Dataset, layout: Layout) -> np.ndarray | None:
     apart, a twenty-ninth new-user test.
     """
     dim = layout.x
-    if not (layout.geographic and layout.plain_lonlat) or ds[dim].ndim != 1 or ds.sizes[dim] < 3:
+    if (len(layout.space_dims) != 2 or dim not in ds.dims or dim not in ds.coords or ds[dim].ndim != 1
+            or not (layout.geographic and layout.plain_lonlat) or ds.sizes[dim] < 3):
         return None
     lon = np.mod(np.asarray(ds[dim].values, dtype=np.float64) + 180.0, 360.0)
     line = np.sort(lon)
