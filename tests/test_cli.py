@@ -371,6 +371,12 @@ def test_cli__an_output_another_run_is_writing_exits_4(nc, tmp_path, capsys):
         assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 4
     assert "is writing" in _one_error_line(capsys) and not out.exists()
     assert main(["infill", str(nc), "--out", str(out), "--quiet"]) == 0  # released: the next run writes
+    plain = tmp_path / "notes.zarr"
+    plain.write_text("mine")  # not an output of ours: an error (2), not "done already" (3), --overwrite or not
+    for flag in ([], ["--overwrite"]):
+        assert main(["infill", str(nc), "--out", str(plain), "--quiet", *flag]) == 2
+        assert "is a file of 4 bytes, not a Zarr store" in _one_error_line(capsys)
+    assert plain.read_text() == "mine"
 
 
 def test_cli__existing_out_is_refused_before_computing_and_left_alone(nc, tmp_path, capsys, monkeypatch):

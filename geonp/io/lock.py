@@ -178,10 +178,10 @@ def check_store_path(path: str | os.PathLike, overwrite: bool,
     check_writable(path)
     if not (path.exists() or path.is_symlink()):
         return path
+    if not is_zarr_store(path):  # not an output of ours, with or without overwrite (CLI exit 2, not 3)
+        _refuse_replacing(path, "a Zarr store", f" (a directory holding {', '.join(ZARR_MARKERS)})")
     if not overwrite:
         _refuse_existing(path, "output")
-    if not is_zarr_store(path):
-        _refuse_replacing(path, "a Zarr store", f" (a directory holding {', '.join(ZARR_MARKERS)})")
     return path
 
 
