@@ -32,6 +32,7 @@ __all__ = [
     "Layout",
     "canonical_flips",
     "canonical_grid",
+    "closes_circle",
     "describe",
     "select_variable",
     "find_elevation",
@@ -342,9 +343,16 @@ def _ring_order(ds: xr.Dataset, layout: Layout) -> np.ndarray | None:
             or not (layout.geographic and layout.plain_lonlat) or ds.sizes[dim] < 3):
         return None
     lon = np.mod(np.asarray(ds[dim].values, dtype=np.float64) + 180.0, 360.0)
-    line = np.sort(lon)
+    return np.argsort(lon, kind="stable") if closes_circle(lon) else None
+
+
+def closes_circle(lon: np.ndarray) -> bool:
+    """Whether longitudes (degrees, any order, at least 3) go round the circle: no gap over twice the median."""
+    line = np.sort(np.mod(np.asarray(lon, dtype=np.float64), 360.0))
+    if len(line) < 3:
+        return False
     gaps = np.diff(np.append(line, line[0] + 360.0))
-    return np.argsort(lon, kind="stable") if gaps.max() <= 2.0 * np.median(gaps) else None
+    return bool(gaps.max() <= 2.0 * np.median(gaps))
 
 
 def canonical_grid(ds: xr.Dataset, layout: Layout, *others: xr.Dataset | None) -> tuple:

@@ -129,9 +129,5 @@ def ring_axis(lon: np.ndarray, lat: np.ndarray) -> int | None:
     for axis in (1, 0):
         if np.ptp(lat, axis=axis).max() > 1e-9:
             continue
-        line = np.sort(np.mod(np.take(lon, 0, axis=1 - axis), 360.0))
-        if len(line) < 3:
-            return None
-        gaps = np.diff(np.append(line, line[0] + 360.0))
-        return axis if gaps.max() <= 2.0 * np.median(gaps) else None
+        return axis if geo.closes_circle(np.take(lon, 0, axis=1 - axis)) else None
     return None

@@ -16,7 +16,7 @@ from .errors import ConfigError, ShortHistoryWarning, TimeAxisError, Unvalidated
 from .leads import lead_count
 
 __all__ = ["freq_string", "is_time", "is_cftime", "is_cf_numeric_time", "decode_cf_times", "steps_seconds",
-           "time_hours", "time_step_hours", "step_of", "check_regular", "is_monthly", "frame_number",
+           "time_hours", "time_step_hours", "step_of", "check_regular", "is_monthly",
            "frame_numbers",
            "lead_count", "valid_times", "warn_short_history", "warn_coarse_step", "parse_duration",
            "init_indices"]
@@ -149,17 +149,6 @@ def is_monthly(values: np.ndarray) -> bool:
     """Whether the axis steps by calendar months: every step 28–31 days (two times or more)."""
     spacing = np.diff(time_hours(values))
     return len(spacing) > 0 and bool(((spacing >= _MONTH_HOURS[0]) & (spacing <= _MONTH_HOURS[1])).all())
-
-
-def frame_number(times: np.ndarray | None, step_hours: float) -> int:
-    """The first time's number, counted in steps of ``step_hours`` from 1970-01-01 (months on a monthly axis).
-
-    Frame groups are anchored to it (:func:`geonp.data.frame_groups`), so that an hour falls in the
-    same group whichever time the input starts at: counted from the input's first frame, a day
-    infilled from inputs starting an hour apart moved by up to 3.15 K (a twenty-seventh new-user test).
-    """
-    numbers = frame_numbers(times, step_hours)
-    return int(numbers[0]) if len(numbers) else 0
 
 
 def frame_numbers(times: np.ndarray | None, step_hours: float) -> np.ndarray:

@@ -31,8 +31,9 @@ def test_frame_groups__cut_by_absolute_index_whatever_the_frames_asked():
     assert [g.tolist() for g in frame_groups(np.array([9]), 3, 10)] == [[9]]  # the last group is clipped
     assert [g.tolist() for g in frame_groups(np.arange(3), 1, 3)] == [[0], [1], [2]]
     # counted from a fixed time: the input's first frame is number 7, so groups hold numbers 6-8, 9-11, ...
-    assert [g.tolist() for g in frame_groups(np.array([0, 1, 2, 5]), 3, 10, origin=7)] == [[0, 1], [2, 3, 4], [5, 6, 7]]
-    assert [g.tolist() for g in frame_groups(np.array([0, 1]), 3, 10, origin=-4)] == [[0], [1, 2, 3]]  # before 1970
+    numbers = np.arange(10) + 7  # the first frame is number 7: groups hold numbers 6-8, 9-11, ...
+    assert [g.tolist() for g in frame_groups(np.array([0, 1, 2, 5]), 3, 10, numbers)] == [[0, 1], [2, 3, 4], [5, 6, 7]]
+    assert [g.tolist() for g in frame_groups(np.array([0, 1]), 3, 10, np.arange(10) - 4)] == [[0], [1, 2, 3]]  # < 1970
 
 
 def test_frame_groups__an_input_that_starts_an_hour_later_gives_the_same_values():
@@ -66,21 +67,20 @@ def test_frame_groups__an_axis_missing_an_hour_keeps_the_later_groups():
     assert [g.tolist() for g in got] == [[0, 1, 2], [3, 4]]
 
 
-def test_frame_number__steps_from_1970_and_calendar_months():
+def test_frame_numbers__steps_from_1970_and_calendar_months():
     import cftime
     import pandas as pd
 
-    from geonp.timeaxis import frame_number, frame_numbers
+    from geonp.timeaxis import frame_numbers
 
-    assert frame_number(pd.date_range("1970-01-01T05:00", periods=3, freq="h").values, 1.0) == 5
-    assert frame_number(pd.date_range("1969-12-31T21:00", periods=3, freq="3h").values, 3.0) == -1
-    assert frame_number(pd.date_range("1971-03-01", periods=3, freq="MS").values, 730.0) == 14
+    assert frame_numbers(pd.date_range("1970-01-01T05:00", periods=3, freq="h").values, 1.0).tolist() == [5, 6, 7]
+    assert frame_numbers(pd.date_range("1969-12-31T21:00", periods=2, freq="3h").values, 3.0).tolist() == [-1, 0]
+    assert frame_numbers(pd.date_range("1971-03-01", periods=3, freq="MS").values, 730.0).tolist() == [14, 15, 16]
     months = np.array([cftime.DatetimeNoLeap(1971, m, 15) for m in (3, 4, 5)])
-    assert frame_number(months, 730.0) == 14
-    assert frame_number(None, 1.0) == 0
+    assert frame_numbers(months, 730.0).tolist() == [14, 15, 16]
+    assert frame_numbers(None, 1.0).tolist() == []
     hours = pd.DatetimeIndex(["1970-01-01T05:00", "1970-01-01T06:00", "1970-01-01T08:00"]).values
     assert frame_numbers(hours, 1.0).tolist() == [5, 6, 8]  # each time its own number, past a gap
-    assert frame_numbers(months, 730.0).tolist() == [14, 15, 16]
 
 
 def test_infill_tasks__a_group_shares_the_context_around_its_centre():

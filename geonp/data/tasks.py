@@ -234,21 +234,20 @@ def infill_tasks(
     return tasks
 
 
-def frame_groups(frames: np.ndarray, size: int, num_frames: int, origin: int = 0,
+def frame_groups(frames: np.ndarray, size: int, num_frames: int,
                  numbers: np.ndarray | None = None) -> list[np.ndarray]:
     """The frame groups that hold ``frames``: the frames numbered ``g·size … g·size + size − 1``.
 
     A frame's number is its own time counted in steps from a fixed time (``numbers``, one per frame,
-    :func:`geonp.timeaxis.frame_numbers`), or without them its index plus ``origin``. So the groups
-    depend only on the frames' times (clipped to the ``num_frames`` frames of the data): a chunked
-    prediction cuts the same groups as an unchunked one, an input that starts at another time the
-    same groups of the times both hold, and an axis with a missing hour the same groups after it.
-    Returns the whole groups (as indices), in order, including their frames outside ``frames``.
+    :func:`geonp.timeaxis.frame_numbers`; without them, its index). So the groups depend only on the
+    frames' times (clipped to the ``num_frames`` frames of the data): a chunked prediction cuts the
+    same groups as an unchunked one, an input that starts at another time the same groups of the
+    times both hold, and an axis with a missing hour the same groups after it. Returns the whole
+    groups (as indices), in order, including their frames outside ``frames``.
     """
     size, frames = max(1, int(size)), np.asarray(frames, dtype=np.int64)
-    if numbers is None or len(numbers) != num_frames:
-        numbers = np.arange(num_frames, dtype=np.int64) + int(origin)
-    ids = np.asarray(numbers, dtype=np.int64) // size
+    index = numbers is None or len(numbers) != num_frames  # no time axis: one frame, numbered 0
+    ids = (np.arange(num_frames) if index else np.asarray(numbers, dtype=np.int64)) // size
     return [np.flatnonzero(ids == g) for g in np.unique(ids[frames])]
 
 
