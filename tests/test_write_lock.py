@@ -125,3 +125,38 @@ def test_a_lock_a_live_process_holds_is_refused_whatever_host_it_names(tmp_path)
     finally:
         os.close(fd)
     assert not out.exists()
+
+
+def test_the_cli_refuses_an_output_another_run_is_writing_before_computing(tmp_path, capsys, monkeypatch):
+    """A second overlapping `geonp infill` computed the whole result before it was turned away (29th test)."""
+    import fcntl
+
+    import geonp.api
+    from geonp.cli import main
+
+    data = tmp_path / "in.nc"
+    _ds().rename(v="t2m").to_netcdf(data)
+    computed = []
+    monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: computed.append(1))
+    out = tmp_path / "o.zarr"
+    lock = tmp_path / "o.zarr.lock"
+    lock.write_text(json.dumps({"pid": 1, "host": "another-host"}))
+    os.utime(lock, (0, 0))
+    fd = os.open(lock, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the first run, alive
+    try:
+        assert main(["infill", str(data), "--out", str(out), "--quiet"]) == 4
+    finally:
+        os.close(fd)
+    assert computed == [] and "pid 1 on another-host) is writing" in capsys.readouterr().err
+    assert not out.exists() and lock.exists()  # the first run's lock is left to it
+
+
+def test_a_lock_of_this_process_is_checked_by_write_lock_alone(tmp_path):
+    """check_unlocked passes the lock a run holds itself (to_zarr checks the path again inside it)."""
+    from geonp.io.lock import check_unlocked
+
+    out = tmp_path / "o.zarr"
+    with write_lock(out):
+        check_unlocked(out)  # no error: this run holds it
+    check_unlocked(out)  # no lock at all

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, ExistingOutputError, OutputExistsError, OutputLockedError, OutputPathError
 
-__all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "check_writable",
-           "is_zarr_store", "write_lock"]
+__all__ = ["LOCK_SUFFIX", "ZARR_MARKERS", "check_apart", "check_new_path", "check_store_path", "check_unlocked",
+           "check_writable", "is_zarr_store", "write_lock"]
 
 LOCK_SUFFIX = ".lock"
 
@@ -168,6 +168,8 @@ def check_store_path(path: str | os.PathLike, overwrite: bool,
         inside one of ``others``.
     OutputPathError
         ``path`` could not be written (:func:`check_writable`).
+    OutputLockedError
+        Another live run is writing ``path`` (:func:`check_unlocked`).
     """
     check_apart(path, others)
     suffix = Path(path).suffix.lower()
@@ -176,6 +178,7 @@ def check_store_path(path: str | os.PathLike, overwrite: bool,
                           "path ending in '.zarr'. For NetCDF, write the result with ds.to_netcdf(...) yourself.")
     path = Path(path).expanduser()
     check_writable(path)
+    check_unlocked(path)
     if not (path.exists() or path.is_symlink()):
         return path
     if not is_zarr_store(path):  # not an output of ours, with or without overwrite (CLI exit 2, not 3)
@@ -229,6 +232,42 @@ def _holder(lock: Path) -> dict | None:
         return None
 
 
+def _gone(lock: Path) -> bool:
+    """Whether the run that wrote ``lock`` has gone.
+
+    No process holds its flock (:func:`_unheld`), or the process it records no longer exists on this host.
+    """
+    held = _holder(lock)
+    here = held is not None and held.get("host") == socket.gethostname()
+    return _unheld(lock) or (here and not _alive(int(held.get("pid", -1))))
+
+
+def _refuse_locked(path: Path, lock: Path) -> None:
+    held = _holder(lock)
+    who = "another run" if held is None else f"another geonp run (pid {held.get('pid')} on {held.get('host')})"
+    raise OutputLockedError(
+        f"{who} is writing {str(path)!r} ({lock.name} exists); expected one writer per output. Wait for "
+        f"it to finish, or, if that run is gone, remove {str(lock)!r} and run again.") from None
+
+
+def check_unlocked(path: str | os.PathLike) -> None:
+    """Refuse, before any work is done, an output ``path`` that another live run is writing.
+
+    :func:`write_lock` refuses it too, but only once the result has been computed: a second overlapping
+    CLI run computed everything before it was turned away (a twenty-ninth new-user test). A lock left by
+    a run that has gone is no reason to refuse (``write_lock`` takes it over).
+
+    Raises
+    ------
+    OutputLockedError
+        Another live run holds ``<path>.lock``.
+    """
+    path = Path(path).expanduser()
+    lock = path.with_name(path.name + LOCK_SUFFIX)
+    if (lock.exists() or lock.is_symlink()) and (_holder(lock) or {}).get("pid") != os.getpid() and not _gone(lock):
+        _refuse_locked(path, lock)
+
+
 @contextlib.contextmanager
 def write_lock(path: Path) -> Iterator[Path]:
     """Hold ``<path>.lock`` while a store is written to ``path``.
@@ -251,15 +290,10 @@ def write_lock(path: Path) -> Iterator[Path]:
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            held = _holder(lock)
-            here = held is not None and held.get("host") == me["host"]
-            if _unheld(lock) or (here and not _alive(int(held.get("pid", -1)))):
+            if _gone(lock):
                 lock.unlink(missing_ok=True)  # its run has gone: take over
                 continue
-            who = "another run" if held is None else f"another geonp run (pid {held.get('pid')} on {held.get('host')})"
-            raise OutputLockedError(
-                f"{who} is writing {str(path)!r} ({lock.name} exists); expected one writer per output. Wait for "
-                f"it to finish, or, if that run is gone, remove {str(lock)!r} and run again.") from None
+            _refuse_locked(path, lock)
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until this run ends, however it ends
         os.write(fd, json.dumps(me).encode())
