@@ -22,7 +22,9 @@ missing paid for it: RMSE 1.21 -> 1.27 for its frames missing whole).
 - the variable itself (``fill="gaps"``, records too short for a cycle), whose level the record does not
   pin down: ordinary kriging along time with ``gamma_p(k) = s_p^2 g(k)``, the pooled semivariogram
   ``g`` over the variance (weights summing to one; with ``gamma(a) = gamma(b)`` the mean of the two
-  sides). With no value on either side the network's prediction stays, or NaN with a warning.
+  sides), weighed with the network's guess where its time window gave one (:func:`_with_network`:
+  between sparse frames a point's own values lie frames away). With no value on either side the
+  network's prediction stays, or NaN with a warning.
 """
 
 from __future__ import annotations
@@ -204,12 +206,37 @@ def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, 
             mu, var = _kriged(at, *sides, v[:, p], gamma)
             mu, var = np.where(np.isnan(mu), m[t, p], mu), np.where(np.isnan(var), s[t, p] ** 2, var)
             var = np.where(np.isnan(mu), np.nan, var)
-        else:
+            out_m[t, p], out_s[t, p] = _with_network(mu, var, m[t, p], s[t, p])
+        else:  # departures: the network's guess from the frames around made it worse (docs/benchmarks.md)
             mu, var = _conditional(at, *sides, v[:, p], stats.spread[idx[p]] ** 2, stats.rho)
-        out_m[t, p], out_s[t, p] = mu, np.sqrt(var)
+            out_m[t, p], out_s[t, p] = mu, np.sqrt(var)
     if fill == "gaps" and np.isnan(out_m[:, slice(None) if inside is None else inside[idx]]).any():
         warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)
     return _stacked(out_m, out_s, tile)
+
+
+def _with_network(mu: np.ndarray, var: np.ndarray, net_mean: np.ndarray,
+                  net_std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bridge's mean and std of the variable itself, weighed with the network's own guess where it made one.
+
+    The bridge reads each point's own values, which sparse frames hold only a few frames away; the
+    network reads every observation of the frames around. Each is weighted by its precision; the std
+    is the same weighting of the two stds (their errors taken as fully correlated, which both share
+    where the point's neighbouring values are observed: taken as independent, the std was 0.15 for
+    errors of 0.18, coverage 0.92). ERA5 hourly, hours missing whole between frames with 20 % of the
+    cells observed: RMSE 0.886 K (bridge) or 0.284 (network) -> 0.302, coverage 0.98; 90 % observed:
+    0.195 or 0.198 -> 0.180, coverage 0.97 (docs/benchmarks.md, "Hours missing whole between sparse frames").
+    Not for departures from each point's cycle (long records), where the mix lost: Irish daily wind
+    3.887 -> 3.907 knots, Colorado monthly tmax 2.470 -> 2.562.
+    """
+    sd = np.sqrt(var)
+    both = np.isfinite(mu) & np.isfinite(net_mean) & (net_std > 0)
+    wb = np.where(both, 1.0 / np.maximum(var, 1e-300), 1.0)
+    wn = np.where(both, 1.0 / np.maximum(np.where(both, net_std, 1.0) ** 2, 1e-300), 0.0)
+    total = wb + wn
+    mean = np.where(both, (wb * np.nan_to_num(mu) + wn * np.nan_to_num(net_mean)) / total, mu)
+    std = np.where(both, (wb * np.nan_to_num(sd) + wn * np.nan_to_num(net_std)) / total, sd)
+    return mean, std
 
 
 def _stacked(m: np.ndarray, s: np.ndarray, tile: tuple) -> np.ndarray:

@@ -59,6 +59,7 @@ def test_a_frame_missing_whole_gets_the_gaussian_conditional_given_the_frames_ei
     obs, mean, std = _record()
     obs[50] = np.nan  # missing whole; frames 49 and 51 partly observed
     obs[100:103] = np.nan  # a run of three
+    mean[[50, 100, 101, 102]] = np.nan  # no guess of the network there (time_window=0): the bridge alone
     m, s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0)))
     keep = np.setdiff1d(np.arange(len(obs)), [50, 100, 101, 102])
     np.testing.assert_array_equal(m[keep], mean[keep])  # frames with data keep the network's prediction
@@ -94,6 +95,7 @@ def test_frames_beyond_the_reach_get_the_prior_and_the_record_edges_one_side():
     gap = np.arange(30, 30 + 2 * MAX_GAP + 5)
     obs[gap] = np.nan
     obs[:2] = np.nan
+    mean[gap], mean[:2] = np.nan, np.nan
     m, s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0)))
     spread = frame_stats(obs).spread
     middle = gap[MAX_GAP:-MAX_GAP]  # more than MAX_GAP frames from data on both sides
@@ -131,7 +133,8 @@ def test_the_variable_itself_is_kriged_along_time_where_the_infill_has_no_predic
     """fill="gaps": frames missing whole and points without a prediction, by ordinary kriging; the rest kept."""
     obs, mean, std = _record(seed=6)
     obs, mean = obs + 280.0, mean + 280.0  # a level the weights must not shrink towards 0
-    obs[50] = np.nan  # missing whole: the network's guess there is replaced
+    obs[50] = np.nan  # missing whole, and no guess of the network there (time_window=0)
+    mean[50] = np.nan
     obs[100:102] = np.nan
     mean[100:102] = np.nan  # and no prediction at all there (time_window=0)
     mean[150, :3] = np.nan  # three points the network left without one, in a frame with data
@@ -147,6 +150,36 @@ def test_the_variable_itself_is_kriged_along_time_where_the_infill_has_no_predic
             assert m[t, p] == pytest.approx(want_m, rel=1e-6)
             assert s[t, p] == pytest.approx(want_s, rel=1e-4)
     assert np.all(np.abs(m[[50, 100, 101]] - 280.0) < 10)  # the weights sum to one: no pull towards 0
+
+
+@pytest.mark.parametrize("fill", ["frames", "gaps"])
+def test_the_network_s_guess_at_a_frame_missing_whole_is_weighed_with_the_bridge_of_the_variable(fill):
+    """Between sparse frames each point's own values lie frames away; the network reads every observation around.
+
+    ERA5 hours missing whole between frames with 20 % of the cells observed: the bridge alone 0.886 K, the
+    network 0.284, the two weighed by their precision 0.302 (docs/benchmarks.md).
+    """
+    obs, mean, std = _record(seed=8)
+    obs[50] = np.nan
+    alone = mean.copy()
+    alone[50] = np.nan  # the bridge alone (no guess of the network there)
+    mean[50], std[50] = np.linspace(-1, 1, 12), np.linspace(0.1, 2.0, 12)  # the network's guess and its std
+    std[50, 0] = 0.0  # a std of 0 says nothing: the bridge alone there
+    b_m, b_s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(alone), da.from_array(std), obs, 0,
+                                                               fill=fill)))
+    m, s = (np.asarray(a) for a in da.compute(*bridge_empty(da.from_array(mean), da.from_array(std), obs, 0,
+                                                           fill=fill)))
+    if fill == "frames":  # departures from each point's cycle: the bridge alone (the mix lost on Irish wind, Colorado)
+        np.testing.assert_array_equal(m, b_m)
+        np.testing.assert_array_equal(s, b_s)
+        return
+    wb, wn = 1 / b_s[50].astype(float) ** 2, 1 / std[50].astype(float) ** 2
+    np.testing.assert_allclose(m[50, 1:], ((wb * b_m[50] + wn * mean[50]) / (wb + wn))[1:], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s[50, 1:], ((wb * b_s[50] + wn * std[50]) / (wb + wn))[1:], rtol=1e-5)
+    assert m[50, 0] == b_m[50, 0] and s[50, 0] == b_s[50, 0]
+    assert np.all((s[50] >= np.minimum(b_s[50], std[50]) - 1e-6) & (s[50] <= np.maximum(b_s[50], std[50]) + 1e-6))
+    keep = np.arange(len(obs)) != 50
+    np.testing.assert_array_equal(m[keep], mean[keep])  # frames with data keep the network's prediction
 
 
 def test_gaps_beyond_the_reach_keep_the_network_or_stay_nan_and_warn_only_inside_the_domain():
