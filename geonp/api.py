@@ -33,7 +33,7 @@ from .frames import positions_km
 from .late import region_age
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import drop_time_scalars, finish, space_coords, variable_attrs
-from .planning import plan_problem
+from .planning import plan_problem, warn_sparse
 from .poles import merge_pole_copies
 from .prepare import prepare
 from .pretrained import frame_window, has_scattered_windows, scattered_windows, shipped_name
@@ -110,7 +110,8 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     asked = "auto" if reference is None and asked == "seasonal" else asked
     kind = departures.infill_reference(asked, ds[layout.time].values if layout.time else None, target is not None)
     ds, cycle = references.reference_input(ds, layout, kind, 0, {})
-    problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part, raw=raw if cycle is not None else None)
+    problem, n_obs = plan_problem(ds, layout, m, "infill", target, part=part, raw=raw if cycle is not None else None,
+                                  warn_sparse=False)
     if problem is None:
         return None
     nonnegative = problem.norm.nonnegative  # the variable's (raw=); departures are clipped after the cycle instead
@@ -121,6 +122,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     m = with_settings(m, half_window=time_window, **windows)
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, cycle is not None,
                                                      time_window=time_window, **windows)
+    warn_sparse(problem if not part else None, calibration)
     from .inference import ModelPayload, resolve_device
 
     bridged = target is None and layout.time is not None  # what has no prediction: bridged along time
@@ -254,7 +256,7 @@ def _forecast(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     late_first = late if len(inits) == 1 or not late else timeaxis.trailing_empty(ds[layout.var], layout.time, history)
     counted = work.isel({layout.time: slice(lag, max(lag + 1, history - late_first))})
     problem, _ = plan_problem(work, layout, m, "forecast", part=part, counted=counted,
-                              raw=ds.isel(past) if kind != "none" else None)
+                              raw=ds.isel(past) if kind != "none" else None, warn_sparse=calibration is None)
     if problem is None:
         return None
     from .inference import ModelPayload, resolve_device

@@ -123,6 +123,7 @@ class Problem:
     times: np.ndarray | None  # datetime64 [T] or None
     hours: np.ndarray  # [T] hours since 1970
     extra_shape: tuple[int, ...]
+    observed_per_frame: float = float("inf")  # observed points per frame with data, on average (planning)
 
     @property
     def fill_gaps(self) -> bool:

@@ -19,6 +19,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
+from .progress import PREDICTION_PREFIX
 from .tiling import scatter
 
 __all__ = ["BlockGraph", "window_index", "space_chunks"]
@@ -75,7 +76,7 @@ class BlockGraph:
         for item in inputs:
             self.tasks.update(dict(item.__dask_graph__()))
         token = tokenize(data.name, *[item.key for item in inputs], *identity)
-        self.tile_name, self.pair_name = f"geonp-tile-{token}", f"geonp-blocks-{token}"
+        self.tile_name, self.pair_name = f"{PREDICTION_PREFIX}{token}", f"geonp-blocks-{token}"
         self.mean_name, self.std_name = f"geonp-mean-{token}", f"geonp-std-{token}"
 
     def window(self, index: tuple) -> tuple:

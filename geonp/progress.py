@@ -21,7 +21,8 @@ from dask.callbacks import Callback
 
 from .errors import ConfigError
 
-__all__ = ["LineProgress", "compute_progress", "bar_options", "is_live", "region_progress"]
+__all__ = ["LineProgress", "PREDICTION_PREFIX", "compute_progress", "bar_options", "is_live", "is_prediction",
+           "region_progress"]
 
 
 def is_live(stream: TextIO | None) -> bool:
@@ -41,6 +42,11 @@ def is_live(stream: TextIO | None) -> bool:
 
 class LineProgress(Callback):
     """A dask callback that writes ``geonp: 40 % of 250 tasks done (12.3 s)`` lines, one per ``step`` %.
+
+    Where the graph holds a prediction (:func:`is_prediction`), only its tiles are counted
+    (``40 % of 120 predictions done``): a CLI infill's log said 30 % of 3,346 tasks at 251.0 s and
+    100 % at 251.7 s (a thirtieth new-user test), the reads and sums around the tiles being most of
+    the tasks and none of the time.
 
     Parameters
     ----------
@@ -71,6 +77,7 @@ class LineProgress(Callback):
         self.interval, self.heartbeat = float(interval), heartbeat
         self._start_time = self._last = 0.0
         self._total = self._done = 0
+        self._unit = "tasks"
         self._next = step
         self._lock = threading.Lock()
         self._stop: threading.Event | None = None
@@ -85,12 +92,22 @@ class LineProgress(Callback):
             threading.Thread(target=self._beat, args=(self._stop,), daemon=True, name="geonp-progress").start()
 
     def _start_state(self, dsk, state) -> None:
-        self._total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+        keys = [k for name in ("ready", "waiting", "running", "finished") for k in state[name]]
+        tiles = sum(map(is_prediction, keys))
+        self._unit = "predictions" if tiles else "tasks"
+        self._total = tiles or len(keys)
+        self._done = sum(map(is_prediction, state["finished"])) if tiles else len(state["finished"])
 
     def _posttask(self, key, result, dsk, state, worker_id) -> None:
         if not self._total:
             return
-        self._done = done = len(state["finished"])
+        if self._unit == "predictions":  # the network's tiles: the reads and sums around them take no time
+            if not is_prediction(key):
+                return
+            self._done += 1
+        else:
+            self._done = len(state["finished"])
+        done = self._done
         percent = 100 * done // self._total
         if percent < self._next:
             return
@@ -109,7 +126,7 @@ class LineProgress(Callback):
     def _line(self, now: float, done: int) -> None:
         with self._lock:
             percent = 100 * done // self._total
-            self.out.write(f"{self.label}: {percent} % of {self._total:,} tasks done "
+            self.out.write(f"{self.label}: {percent} % of {self._total:,} {self._unit} done "
                            f"({now - self._start_time:.1f} s)\n")
             self.out.flush()
             self._last = now
@@ -121,6 +138,16 @@ class LineProgress(Callback):
             quiet = now - max(self._last, self._start_time)
             if self._total and quiet >= self.heartbeat and now - self._start_time >= self.minimum:
                 self._line(now, self._done)
+
+
+#: the key name of a prediction's tile tasks (:class:`geonp.graph.BlockGraph`), the work a computation waits for
+PREDICTION_PREFIX = "geonp-tile-"
+
+
+def is_prediction(key) -> bool:
+    """Whether dask ``key`` is a tile of a prediction (:data:`PREDICTION_PREFIX`)."""
+    name = key[0] if isinstance(key, tuple) and key else key
+    return isinstance(name, str) and name.startswith(PREDICTION_PREFIX)
 
 
 def compute_progress(out: TextIO | None = None, minimum: float = 1.0) -> Callback:

@@ -168,6 +168,21 @@ def test_a_few_observed_points_per_frame_warn_that_the_intervals_are_unreliable(
         xr.Dataset({"t": (("time", "lat", "lon"), np.where(hide, np.nan, v))}, coords=coords).np.infill("t")
 
 
+def test_a_small_station_network_is_warned_only_when_its_intervals_are_not_calibrated():
+    """Twelve Irish wind stations were told their std was likely far too small; calibrated, they covered 0.955."""
+    from test_api import stations
+
+    from geonp.errors import SparseDataWarning
+
+    st = stations(n=9, times=6)  # 7 observed stations per frame
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SparseDataWarning)
+        out = st.np.infill("tmax")  # station data are calibrated by default
+    assert out.attrs["geonp_calibrated"].startswith("on held-out")
+    with pytest.warns(SparseDataWarning, match=r"'tmax' has 7 observed points per frame.*calibrate=True"):
+        st.np.infill("tmax", calibrate=False)
+
+
 def test_a_lazily_read_file_is_not_loaded_by_a_lazy_call_and_its_infinities_are_gaps(tmp_path):
     """xr.open_dataset(path).np.infill(chunks=...) read the whole variable when called (to look for ±inf)."""
     v, hide, coords = _field(frames=6)

@@ -14,11 +14,11 @@ from geonp.planning import plan_problem
 from geonp.prepare import prepare
 
 
-def _frames(independent: bool, frames=6, n=16, seed=0):
-    """Smooth fields, each frame new (independent) or the same pattern drifting slowly."""
+def _frames(independent: bool, frames=6, n=16, seed=0, drift=0.05):
+    """Smooth fields, each frame new (independent) or the same pattern drifting by ``drift`` radians a frame."""
     rng = np.random.default_rng(seed)
     y, x = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    phases = rng.uniform(0, 2 * np.pi, (frames, 2)) if independent else np.cumsum(np.full((frames, 2), 0.05), 0)
+    phases = rng.uniform(0, 2 * np.pi, (frames, 2)) if independent else np.cumsum(np.full((frames, 2), drift), 0)
     v = np.stack([np.sin(y / 3 + a) + np.cos(x / 3 + b) for a, b in phases])
     hide = rng.random(v.shape) < 0.5
     return xr.Dataset({"v": (("time", "lat", "lon"), np.where(hide, np.nan, v))},
@@ -45,3 +45,14 @@ def test_shipped_weights_infill_new_frames_each_alone(independent):
     window = ds.np.infill("v", land="none", time_window=3).v_mean.values
     np.testing.assert_array_equal(default, alone if independent else window)
     assert not np.array_equal(alone, window)
+
+
+def test_frames_that_change_moderately_take_one_frame_each_side():
+    """Between FRAME_NEAR_RATIO and FRAME_CHANGE_RATIO: ±1 frame (ERA5 2-hourly: 0.209 K with ±3, 0.181 with ±1)."""
+    from geonp.pretrained import FRAME_CHANGE_RATIO, FRAME_NEAR_RATIO
+
+    ds = _frames(independent=False, drift=0.3)
+    assert FRAME_NEAR_RATIO < _ratio(ds) < FRAME_CHANGE_RATIO
+    default = ds.np.infill("v", land="none")
+    np.testing.assert_array_equal(default.v_mean.values, ds.np.infill("v", land="none", time_window=1).v_mean.values)
+    assert '"half_window": 1' in default.attrs["geonp_settings"]

@@ -112,3 +112,26 @@ def test_region_progress__lines_in_a_log_only():
     cb = region_progress(io.StringIO(), "geonp: region 2/5")
     assert isinstance(cb, LineProgress) and cb.label == "geonp: region 2/5" and cb.heartbeat == 30.0
     assert not isinstance(region_progress(_Terminal(), "x"), LineProgress)
+
+
+def test_line_progress__a_prediction_counts_its_tiles_only():
+    """The reads and sums around a prediction's tiles were most of the tasks (30 % at 251.0 s, 100 % at 251.7 s)."""
+    import numpy as np
+    import pandas as pd
+    import xarray as xr
+
+    import geonp  # noqa: F401  registers ds.np
+
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(12, 10, 12))
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), np.where(rng.random(v.shape) < 0.7, v, np.nan))},
+                    coords={"time": pd.date_range("2020-01-01", periods=12, freq="h"),
+                            "lat": 50 + 0.25 * np.arange(10), "lon": -3 + 0.25 * np.arange(12)})
+    out = ds.chunk(time=3).np.infill("v", calibrate=False, chunks={"time": 3})
+    tiles = [k for k in out.v_mean.__dask_graph__() if isinstance(k, tuple) and k[0].startswith("geonp-tile-")]
+    log = io.StringIO()
+    with dask.config.set(scheduler="synchronous"), LineProgress(log, minimum=0.0, interval=0.0):
+        out.v_mean.compute()
+    lines = log.getvalue().splitlines()
+    assert len(tiles) >= 4 and lines[-1].startswith(f"geonp: 100 % of {len(tiles)} predictions done")
+    assert all(" predictions done " in line for line in lines)
