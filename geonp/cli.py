@@ -56,9 +56,18 @@ def _refuse_existing(path: str, args: argparse.Namespace, store: bool = True) ->
     return check_new_path(path, args.overwrite, "model", magic=MODEL_MAGIC)
 
 
-def _open(args: argparse.Namespace, chunks):
-    from .io import open_dataset
+def _open(args: argparse.Namespace, chunks, own_chunks: bool = False):
+    """The input; dask-backed with ``--chunks``, or (``own_chunks``) a Zarr store's own chunks without it.
 
+    An infill of a chunked Zarr store read it whole and wrote one region (a 24-frame-chunked week as one
+    168-frame region, which an interrupted run could not resume partway: a thirtieth new-user test);
+    on its own chunks it is computed and written chunk by chunk.
+    """
+    from .io import open_dataset
+    from .io.lock import is_zarr_store
+
+    if chunks is None and own_chunks and is_zarr_store(args.input):
+        chunks = {}
     extra = {}
     if args.na_values:  # numbers for every format but CSV, whose markers may be text (pandas' na_values)
         csv = Path(args.input).suffix.lower() == ".csv"
@@ -146,7 +155,7 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     start = time.perf_counter()
     chunks = parse_chunks(args.chunks)
     out = _refuse_existing(args.out, args)
-    ds = _open(args, chunks)
+    ds = _open(args, chunks, own_chunks=True)
     targets = _open_targets(args) if args.targets is not None else None
     ds, keep = _some_times(args, ds) if args.times is not None else (ds, None)
     with _progress(args):

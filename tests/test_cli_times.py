@@ -61,3 +61,18 @@ def test_infill_times_errors(archive, tmp_path, capsys):
     ds.isel(time=0, drop=True).to_zarr(static)
     assert main(["infill", str(static), "--out", str(out), "--times", "2019-03-01/", "--quiet"]) == 2
     assert "the data have no time axis" in capsys.readouterr().err
+
+
+def test_a_chunked_zarr_input_is_infilled_and_written_on_its_own_chunks(tmp_path):
+    """Read whole, a 24-frame-chunked week became one 168-frame region that an interrupted run restarted (30th test)."""
+    ds, _ = field(times=12, keep=0.6)
+    chunked, plain = tmp_path / "chunked.zarr", tmp_path / "plain.nc"
+    ds.chunk(time=4).to_zarr(chunked)
+    ds.to_netcdf(plain)
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    assert main(["infill", str(chunked), "--out", str(a), "--quiet"]) == 0
+    assert main(["infill", str(plain), "--out", str(b), "--quiet"]) == 0
+    out, eager = xr.open_zarr(a), xr.open_zarr(b)
+    assert out.t2m_mean.chunks[0] == (4, 4, 4) and eager.t2m_mean.chunks[0] == (12,)  # the store's own chunks
+    for name in ("t2m_mean", "t2m_std", "t2m_filled"):
+        np.testing.assert_allclose(out[name].values, eager[name].values, atol=1e-5)
