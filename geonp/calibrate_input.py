@@ -79,7 +79,7 @@ def infill_calibration(calibrate, model, ds: xr.Dataset, layout: geo.Layout, n_o
     intervals were too narrow (a monthly grid of 20 years: coverage 0.74 alone, 0.95 calibrated), or
     rough from cell to cell (:func:`grid_roughness` at least :data:`ROUGH_GRID`), or infilled each frame
     alone (``time_window=0``, frames unlike their neighbours: ERA5 6-hourly coverage 0.87 alone,
-    ERA5 3-hourly 0.84 against 0.97 calibrated, docs/benchmarks.md "One frame each side").
+    ERA5 3-hourly 0.84 against 0.97 calibrated, docs/benchmarks.md "Narrower time windows").
     """
     auto = calibrate == "auto"
     if auto:

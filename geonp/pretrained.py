@@ -53,8 +53,6 @@ TERRAIN_OVERRIDES = dict(covariate_dims=1, bias_covariates=(0,))
 
 #: frames whose departures change more than this many times their neighbours' differences are infilled alone
 FRAME_CHANGE_RATIO = 2.0
-#: above this ratio (and up to :data:`FRAME_CHANGE_RATIO`) shipped weights read one frame each side, not three
-FRAME_NEAR_RATIO = 0.8
 
 
 def shipped_name(model) -> str | None:
@@ -89,27 +87,22 @@ def scattered_windows(model, problem, windows: dict) -> dict:
 
 
 def frame_window(model, problem, time_window: int | None) -> int | None:
-    """``time_window``, or a narrower one for shipped ``model`` on frames that resemble their neighbours less.
+    """``time_window``, or 0 for shipped ``model`` on frames that barely resemble their neighbours.
 
     When ``time_window`` is not given, frames whose departures change between consecutive frames more
     than :data:`FRAME_CHANGE_RATIO` times as much as they differ between neighbouring points
-    (:func:`geonp.persistence.change_ratio`) are infilled each alone (0), and above
-    :data:`FRAME_NEAR_RATIO` from one frame each side (1): the shipped weights were trained on priors
-    whose frames stay correlated from one step to the next, and lean on the frames around a target
-    more than such data allow. ERA5 with 30 % of the cells hidden, RMSE K with the model's ±3 / ±1:
-    hourly at 0.5° (ratio 0.61) 0.175 / 0.184 and the demo's field (0.72) 0.126 / 0.136, kept (though
-    hourly at 0.25° with 50 % hidden and a block every 6 hours, 0.73, gave 0.332 / 0.317 in the
-    block); hourly at 0.25° (0.98) 0.120 / 0.115; 3-hourly at 1°
-    (0.83) 0.475 / 0.456 and 0.5° (1.32) 0.364 / 0.326; 2-hourly at 0.25° (1.54) 0.209 / 0.181;
-    6-hourly at 1° (1.58) 0.709 / 0.644 (docs/benchmarks.md, "One frame each side"). Fitted models
-    keep their window.
+    (:func:`geonp.persistence.change_ratio`) are infilled each alone: the shipped weights were trained
+    on priors whose frames stay correlated from one step to the next, and lean on the frames around
+    a target more than such data allow. Below it the model's window stays: one frame each side
+    scored better on moderately changing frames (ERA5 2-hourly 0.181 K against 0.209), but a 6-hour
+    outage over half the domain, seen from neither side, went from 0.361 K to 0.945
+    (docs/benchmarks.md, "Narrower time windows: measured, not adopted"). Fitted models keep their window.
     """
     from .persistence import change_ratio
 
     if time_window is not None or shipped_name(model) is None or problem is None:
         return time_window
-    ratio = change_ratio(problem)
-    return 0 if ratio > FRAME_CHANGE_RATIO else 1 if ratio > FRAME_NEAR_RATIO else None
+    return 0 if change_ratio(problem) > FRAME_CHANGE_RATIO else None
 
 
 def pretrained_path(name: str) -> Path:
