@@ -18,7 +18,7 @@ from .data import SamplerConfig, TaskSampler, Window, coarsen_far, gap_to_contex
 from .inference import predict_tasks
 from .models import NeuralProcess
 from .normalise import Normaliser
-from .std_fits import coverage_factor, covered_std_fit, std_fit
+from .std_fits import coverage_factor, covered_std_fit, growing_with_lead, std_fit
 
 #: resamples of the held-out places behind :func:`infill_mean_weight`, and the quantile of their fits kept
 MEAN_WEIGHT_RESAMPLES = 200
@@ -134,6 +134,7 @@ def forecast_fields(y: np.ndarray, mean: np.ndarray, std: np.ndarray, leads: np.
             fits.append((out["std_scale"], 0.0))
             continue
         fits.append(covered_std_fit(y[sel] - mean[sel], std[sel], groups=len(np.unique(groups[sel]))))
+    fits = growing_with_lead(fits, std, leads)
     out["lead_std_scale"] = tuple(a for a, _ in fits)
     out["lead_std_extra"] = tuple(b for _, b in fits)
     out["lead_mean_weight"] = blend.w

@@ -9,7 +9,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["coverage_factor", "covered_std_fit", "std_fit"]
+__all__ = ["coverage_factor", "covered_std_fit", "growing_with_lead", "std_fit"]
 
 
 def coverage_factor(z: np.ndarray, level: float = 0.95, groups: int | None = None) -> float:
@@ -59,6 +59,26 @@ def covered_std_fit(error: np.ndarray, std: np.ndarray, groups: int | None = Non
         if best is None or nll < best[0]:
             best = (nll, float(np.clip(np.sqrt(c2 * lam / m) * f, 0.0, 5.0 * f)), float(np.sqrt(c2 * (1.0 - lam)) * f))
     return best[1], best[2]
+
+
+def growing_with_lead(fits: list[tuple[float, float]], std: np.ndarray, leads: np.ndarray) -> list[tuple[float, float]]:
+    """Per-lead ``(a, b)`` fits raised where their RMS std (over that lead's points) falls below an earlier lead's.
+
+    An error may be smaller at a later lead at some hour of the day, but averaged over the initial
+    times a forecast's error grows with the lead: twelve Irish wind stations, each lead fitted on its
+    own, got mean stds of 4.64 / 4.23 / 5.29 knots at +1 / +2 / +3 days and covered 0.914 at +2 (a
+    thirtieth new-user test). Both parts of a lead's std are scaled by the same factor.
+    """
+    out, floor = [], 0.0
+    for k, (a, b) in enumerate(fits, start=1):
+        sel = (leads == k) & np.isfinite(std)
+        if sel.any():
+            rms = float(np.sqrt(np.mean((a * std[sel]) ** 2 + b * b)))
+            if 0.0 < rms < floor:
+                a, b = a * floor / rms, b * floor / rms
+            floor = max(floor, rms)
+        out.append((a, b))
+    return out
 
 
 def std_fit(error: np.ndarray, std: np.ndarray, steps: int = 21,

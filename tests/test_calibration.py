@@ -535,3 +535,22 @@ def test_a_fitted_model_recalibrated_on_sparser_data_draws_tasks_the_size_of_its
     assert on_sparse == window_context(fitted.settings, frames, kept_sparse, spacing=spacing)
     assert on_full == window_context(fitted.settings, frames, np.mean(calibration.GAP_FREE_KEEP))
     assert on_sparse < 0.3 * window_context(fitted.settings, frames, kept_sparse)  # before: regions 4 x too big
+
+
+def test_per_lead_stds_never_fall_below_an_earlier_lead_s():
+    """Irish wind, each lead fitted alone: mean std 4.64 / 4.23 / 5.29 knots at +1 / +2 / +3 d, +2 d covered 0.914."""
+    from geonp.std_fits import growing_with_lead
+
+    rng = np.random.default_rng(0)
+    leads = np.repeat([1, 2, 3], 400)
+    std = rng.uniform(0.5, 1.5, leads.size)
+    fits = [(2.0, 0.5), (1.0, 0.2), (3.0, 0.0)]
+    out = growing_with_lead(fits, std, leads)
+
+    def rms(k, a, b):
+        return np.sqrt(np.mean((a * std[leads == k]) ** 2 + b * b))
+
+    assert out[0] == fits[0] and out[2] == fits[2]  # growing already: kept
+    assert rms(2, *out[1]) == pytest.approx(rms(1, *fits[0]))  # raised to the earlier lead's
+    assert out[1][0] / fits[1][0] == pytest.approx(out[1][1] / fits[1][1])  # both parts by one factor
+    assert growing_with_lead([(1.0, 0.0), (0.5, 0.0)], std, np.ones_like(leads)) == [(1.0, 0.0), (0.5, 0.0)]  # no +2

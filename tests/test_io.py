@@ -619,7 +619,7 @@ def _counted(nt, fail_at=None, calls=None, error=RuntimeError, computation="coun
     return ds
 
 
-def test_to_zarr_interrupted_then_resumed(tmp_path):
+def test_to_zarr_interrupted_then_resumed(tmp_path, capfd):
     """A failed write leaves no store at path; rerunning writes only the missing regions."""
     path = tmp_path / "run.zarr"
     first = Counter()
@@ -633,8 +633,9 @@ def test_to_zarr_interrupted_then_resumed(tmp_path):
         open_dataset(path)
     assert first[0] == first[2] == 1 and 6 not in first  # stopped at the failing region
     second = Counter()
-    to_zarr(_counted(8, calls=second), path, progress=False)
+    to_zarr(_counted(8, calls=second), path, progress=True)
     assert set(second) == {4, 6}  # the regions finished by the first run were skipped
+    assert f"geonp: resuming the write of {path}: 2 of 4 regions already written" in capfd.readouterr().err
     back = xr.open_zarr(path)
     np.testing.assert_array_equal(back.t2m.values[:, 0, 0], np.arange(8) * 10.0)
     assert not (tmp_path / "run.zarr.partial").exists()

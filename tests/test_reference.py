@@ -12,7 +12,7 @@ import xarray as xr
 
 import geonp  # noqa: F401  registers ds.np
 from geonp import reference
-from geonp.calibrate_input import AUTO_CALIBRATION_INITS, calibration_inits
+from geonp.calibrate_input import AUTO_CALIBRATION_MIN_INITS, calibration_inits
 from geonp.calibration import mean_weights, shrunk_mean_weights
 from geonp.errors import ConfigError, MissingReferenceWarning, ModelMismatchError, TimeAxisError
 from geonp.model import resolve_model
@@ -316,19 +316,23 @@ def test_forecast_calibrate_uses_only_the_history_before_the_first_init():
     with pytest.raises(ConfigError, match="calibrated already"):
         d.np.forecast("t2m", hours=2, model=fitted, init_time=init, calibrate=True)
     # the default, "auto", calibrates shipped weights when the history is long enough ...
-    assert calibration_inits(61, 4, lag=24) == 28 >= AUTO_CALIBRATION_INITS
+    assert calibration_inits(61, 4, lag=24) == 28 >= AUTO_CALIBRATION_MIN_INITS
     auto = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init)
     np.testing.assert_allclose(auto.t2m_mean.values, calibrated.t2m_mean.values, rtol=1e-6)
     assert auto.attrs["geonp_calibrated"] == "on the 61 frames up to the first initial time"
     assert raw.attrs["geonp_calibrated"] == "no"
     # ... never a fitted model (it was calibrated when fitted) ...
     assert d.np.forecast("t2m", hours=2, model=fitted, init_time=init).attrs["geonp_calibrated"] == "when fitted"
-    # ... and not on a short history: 56 frames leave 23 initial times with a day's lag, 4 frames and 6 leads
-    short = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[55])
-    assert calibration_inits(56, 4, lag=24) == 23
+    # ... and not on a short history: 40 frames leave 7 initial times with a day's lag, 4 frames and 6 leads
+    # (41 leave 8, enough: 24 were asked before session 45, and a forecast from 53 hours went uncalibrated)
+    with pytest.warns(geonp.UncalibratedWarning, match="fewer than 8 initial times"):
+        short = d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[39])
+    assert calibration_inits(40, 4, lag=24) == 7 < AUTO_CALIBRATION_MIN_INITS == calibration_inits(41, 4, lag=24)
     assert short.attrs["geonp_calibrated"] == "no"
     np.testing.assert_allclose(short.t2m_mean.values, d.np.forecast(
-        "t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[55], calibrate=False).t2m_mean.values)
+        "t2m", hours=2, model="te-pt-tnp", init_time=d.time.values[39], calibrate=False).t2m_mean.values)
+    assert d.np.forecast("t2m", hours=2, model="te-pt-tnp",
+                         init_time=d.time.values[40]).attrs["geonp_calibrated"].startswith("on the 41 frames")
     for bad in ("yes", None, 1.0):
         with pytest.raises(ConfigError, match=r"calibrate=.*; expected True, False or 'auto'"):
             d.np.forecast("t2m", hours=2, model="te-pt-tnp", init_time=init, calibrate=bad)

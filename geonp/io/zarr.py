@@ -308,6 +308,9 @@ def _write_steps(ds: xr.Dataset, plan: _Plan, partial: Path, fingerprint: dict, 
     """Write the steps not yet done, recording each one as soon as it is on disk."""
     keys = plan.keys()
     todo = [k for k in keys if k not in done]
+    if progress and len(todo) < len(keys):  # a batch log says what the rerun reused (a thirtieth new-user test)
+        sys.stderr.write(f"geonp: resuming the write of {str(partial).removesuffix(PARTIAL_SUFFIX)}: "
+                         f"{len(keys) - len(todo)} of {len(keys)} regions already written\n")
     with tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, **bar_options(sys.stderr),
               desc=f"writing {str(partial).removesuffix(PARTIAL_SUFFIX)}", unit="region") as bar:
         for i, key in enumerate(todo, start=len(keys) - len(todo) + 1):
