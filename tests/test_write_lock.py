@@ -2,6 +2,7 @@
 
 import pyproj  # noqa: F401  isort: skip
 
+import contextlib
 import json
 import os
 import subprocess
@@ -110,27 +111,31 @@ def test_a_lock_no_process_holds_is_taken_over_whatever_host_it_names(tmp_path, 
     assert out.exists() and not lock.exists()
 
 
-def test_a_lock_a_live_process_holds_is_refused_whatever_host_it_names(tmp_path):
+@contextlib.contextmanager
+def _held_elsewhere(lock):
+    """``lock`` as a live run on another host holds it (pid 1 there, its flock held)."""
     import fcntl
 
-    out = tmp_path / "o.zarr"
-    lock = tmp_path / "o.zarr.lock"
     lock.write_text(json.dumps({"pid": 1, "host": "another-host"}))
     os.utime(lock, (0, 0))
     fd = os.open(lock, os.O_RDONLY)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # a run elsewhere, alive
+    fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        with pytest.raises(OutputExistsError, match=r"pid 1 on another-host\) is writing"):
-            to_zarr(_ds(), out, progress=False)
+        yield lock
     finally:
         os.close(fd)
+
+
+def test_a_lock_a_live_process_holds_is_refused_whatever_host_it_names(tmp_path):
+    out = tmp_path / "o.zarr"
+    with _held_elsewhere(tmp_path / "o.zarr.lock"):
+        with pytest.raises(OutputExistsError, match=r"pid 1 on another-host\) is writing"):
+            to_zarr(_ds(), out, progress=False)
     assert not out.exists()
 
 
 def test_the_cli_refuses_an_output_another_run_is_writing_before_computing(tmp_path, capsys, monkeypatch):
     """A second overlapping `geonp infill` computed the whole result before it was turned away (29th test)."""
-    import fcntl
-
     import geonp.api
     from geonp.cli import main
 
@@ -140,14 +145,8 @@ def test_the_cli_refuses_an_output_another_run_is_writing_before_computing(tmp_p
     monkeypatch.setattr(geonp.api, "infill", lambda *a, **k: computed.append(1))
     out = tmp_path / "o.zarr"
     lock = tmp_path / "o.zarr.lock"
-    lock.write_text(json.dumps({"pid": 1, "host": "another-host"}))
-    os.utime(lock, (0, 0))
-    fd = os.open(lock, os.O_RDONLY)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # the first run, alive
-    try:
+    with _held_elsewhere(lock):  # the first run, alive
         assert main(["infill", str(data), "--out", str(out), "--quiet"]) == 4
-    finally:
-        os.close(fd)
     assert computed == [] and "pid 1 on another-host) is writing" in capsys.readouterr().err
     assert not out.exists() and lock.exists()  # the first run's lock is left to it
 
