@@ -33,7 +33,7 @@ from .frames import positions_km
 from .late import region_age
 from .model import Model, check_settings, resolve_model, with_settings
 from .output import drop_time_scalars, finish, space_coords, variable_attrs
-from .planning import plan_problem, warn_sparse
+from .planning import plan_problem, sparse_warning
 from .poles import merge_pole_copies
 from .prepare import prepare
 from .pretrained import frame_window, has_scattered_windows, scattered_windows, shipped_name
@@ -122,7 +122,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     m = with_settings(m, half_window=time_window, **windows)
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, cycle is not None,
                                                      time_window=time_window, **windows)
-    warn_sparse(problem if not part else None, calibration)
+    sparse_warning(problem if not part else None, calibration)
     from .inference import ModelPayload, resolve_device
 
     bridged = target is None and layout.time is not None  # what has no prediction: bridged along time

@@ -22,7 +22,7 @@ from .report_times import warn_mixed_times
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["plan_problem", "warn_sparse", "observed_stats", "Observed", "SPARSE_POINTS", "PLAN_FRAMES",
+__all__ = ["plan_problem", "sparse_warning", "observed_stats", "Observed", "SPARSE_POINTS", "PLAN_FRAMES",
            "NONNEGATIVE_TOLERANCE"]
 
 #: fewer observed points per frame than this (on average) get a :class:`~geonp.errors.SparseDataWarning`
@@ -63,7 +63,7 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     ``raw``: the variable itself where ``counted`` holds departures from a reference; its smallest and
     largest observed values decide whether the prediction is never negative (``Normaliser.nonnegative``)
     and whether they look like missing-value markers. ``warn_sparse=False``: the caller warns of few
-    observed points per frame itself (:func:`warn_sparse`, where no calibration widens the intervals).
+    observed points per frame itself (:func:`sparse_warning`, where no calibration widens the intervals).
     """
     gaps_needed = task == "infill" and target is None and not part
     if layout.time is not None and not part:
@@ -106,7 +106,7 @@ def plan_problem(ds: xr.Dataset, layout: geo.Layout, model: Model, task: str, ta
     return problem, n_obs
 
 
-def warn_sparse(problem: Problem | None, calibration) -> None:
+def sparse_warning(problem: Problem | None, calibration) -> None:
     """The :class:`~geonp.errors.SparseDataWarning` of :func:`plan_problem` (``warn_sparse=False``), unless calibrated.
 
     A calibration measures the std on held-out observations: twelve Irish wind stations (9.3 observed
@@ -124,6 +124,7 @@ def _warn_sparse(var, per_frame: float) -> None:
                   "field's spread from their values, which so few points cannot show, so the std is likely far "
                   "too small (two observed corners of an ERA5 grid: coverage 0.11). Treat the intervals as "
                   "unreliable, add observations, or calibrate them (calibrate=True).", SparseDataWarning)
+
 
 def _warn_sentinel(layout: Layout, lowest: float, highest: float) -> None:
     """Warn when the smallest or largest value is a common missing-value marker (-999, -9999, ...) read as data."""
