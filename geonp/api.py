@@ -118,10 +118,10 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
     if cycle is not None:
         problem.norm = replace(problem.norm, nonnegative=False)
     windows = scattered_windows(model, problem, windows)
-    time_window = frame_window(model, problem, time_window)  # 0 for frames unlike their neighbours
-    m = with_settings(m, half_window=time_window, **windows)
+    time_window, near = frame_window(model, problem, time_window)  # narrower for frames unlike their neighbours
+    m = with_settings(m, half_window=time_window, near_window=near, **windows)
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, cycle is not None,
-                                                     time_window=time_window, **windows)
+                                                     time_window=time_window if near is None else near, **windows)
     sparse_warning(problem if not part else None, calibration)
     from .inference import ModelPayload, resolve_device
 

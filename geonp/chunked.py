@@ -233,12 +233,12 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     ``calibration``: a dask task giving normaliser fields (:mod:`geonp.calibrate_input`) that
     every block applies on top of the problem's own.
     """
-    frames_per_block = int(chunks.get("__time__") or DEFAULT_FRAMES)
-    T = len(problem.hours)
+    frames_per_block, T = int(chunks.get("__time__") or DEFAULT_FRAMES), len(problem.hours)
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
-    half_units = half * problem.step_hours / problem.time_unit_hours
-    halo_km = float(settings["halo"]) * problem.unit_km
-    tile = float(settings["tile"])
+    near = settings.get("near_window") if problem.layout.time is not None else None  # reach.near_entries
+    per_unit = problem.step_hours / problem.time_unit_hours  # model time units per frame
+    half_units, near_units = half * per_unit, None if near is None else near * per_unit
+    halo_km, tile = float(settings["halo"]) * problem.unit_km, float(settings["tile"])
     cells = tile_cells(problem, tile)
     tiles = output_blocks(problem.target, chunks, cells, periodic=problem.frame is None)
     plan = tile_plan(problem, tiles, halo_km, cells, tile)
@@ -258,7 +258,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
             predicted = {}  # each tile once, for every block it meets
             for k, (sel, meta, shape, _) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
-                     "half_window": half_units, "tile_shape": shape, "device": device,
+                     "half_window": half_units, "near_window": near_units, "tile_shape": shape, "device": device,
                      "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None,
                      "groups": [g - lo for g in fgroups] if group > 1 else None,
                      "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
@@ -282,8 +282,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     """
     per_block = int(chunks.get("init_time") or 8)
     W = int(settings["context_frames"])
-    halo_km = float(settings["halo"]) * problem.unit_km
-    tile = float(settings["tile"])
+    halo_km, tile = float(settings["halo"]) * problem.unit_km, float(settings["tile"])
     cells = tile_cells(problem, tile)
     tiles = output_blocks(problem.target, chunks, cells, periodic=problem.frame is None)
     plan = tile_plan(problem, tiles, halo_km, cells, tile)

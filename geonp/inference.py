@@ -249,8 +249,9 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     net, device, norm, window, targets = _setup(payload, values, meta)
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)
     groups = meta.get("groups") or [np.array([f]) for f in frames]
+    groups, halves = reach.near_entries(window, groups, targets, frames, meta["half_window"], meta.get("near_window"))
     own = _group_places(groups, frames)
-    tasks = infill_tasks(window, groups, targets, norm, meta["half_window"], skip_empty=True)
+    tasks = infill_tasks(window, groups, targets, norm, halves, skip_empty=True)
     # each target's distance to its frame's context (model units, before any coarsening): for the std
     # factors per gap size, the prior's std far from the data (with the other frames), and coarsening
     gaps = [None if t is None else gap_to_context(t) for t in tasks]

@@ -193,7 +193,7 @@ def infill_tasks(
     frames,
     targets: np.ndarray,
     norm: Normaliser,
-    half_window: float,
+    half_window,
     *,
     skip_empty: bool = False,
 ) -> list[Task | None]:
@@ -203,7 +203,8 @@ def infill_tasks(
     group*: :func:`frame_groups`). The context is every finite value of the frames within
     ``half_window`` (model time units) of the entry's centre time, the mean time of its frames;
     the targets are ``targets`` on each of its frames in turn (``[frame, point]``). With
-    ``skip_empty=True`` an entry with no observation in its window gets ``None``.
+    ``skip_empty=True`` an entry with no observation in its window gets ``None``. ``half_window``
+    may also be a sequence, one per entry (:func:`geonp.reach.near_entries`).
 
     Raises
     ------
@@ -214,7 +215,8 @@ def infill_tasks(
     et = None if window.elevation is None else window.elevation[targets]
     lt = None if window.land is None else window.land[targets]
     tasks = []
-    for entry in frames:
+    halves = np.broadcast_to(np.asarray(half_window, dtype=np.float64), (len(frames),))
+    for entry, half_window in zip(frames, halves):
         group = np.atleast_1d(np.asarray(entry, dtype=np.int64))
         centre = float(np.mean(window.t[group]))
         near = np.flatnonzero(np.abs(window.t - centre) <= half_window + 1e-9)
