@@ -1,13 +1,14 @@
-"""How many frames each side an infill reads: the model's ±3, ±1, and the default's near window that widens.
+"""How many frames each side an infill reads: the model's ±3, ±1 and the default's near window.
 
 ERA5 UK t2m (March 2019) at coarser steps and resolutions, with 30 % of the cells hidden at random in
 every frame (``--hidden`` to change), infilled with the shipped BSA-TNP at ``time_window=3``,
-``time_window=1`` and by default (since 2026-12-07: one frame each side for frame-change ratios in
-(0.8, 2], widened to the model's ±3 for a task with a target farther than ``WIDEN_UNITS`` from every
-point observed within ±1, :func:`geonp.data.widened`). The ``outage`` case is the thirtieth
-new-user test's week, rebuilt: 72 hourly frames at 0.25° with 10 % random gaps, a disc of radius 4
-cells drifting east one cell an hour, and the western half of the domain missing for 6 hours; it is
-scored on the outage (beside linear interpolation in time) and on the other gaps.
+``time_window=1`` and by default (since 2026-12-07: for frame-change ratios in (0.8, 2], each frame
+from one frame each side where at least ``NEAR_FRAMES`` frames of that window hold observations
+within ``NEAR_UNITS`` of every target, else the model's ±3 frame groups,
+:func:`geonp.reach.near_entries`). The ``outage`` case is the thirtieth new-user test's week,
+rebuilt: 72 hourly frames at 0.25° with 10 % random gaps, a disc of radius 4 cells drifting east one
+cell an hour, and the western half of the domain missing for 6 hours; it is scored on the outage
+(beside linear interpolation in time) and on the other gaps.
 
 Run ``python benchmarks/time_window.py [--cases 6h-1deg 2h-025 ...]`` (results
 ``benchmarks/results/time-window.json``); RMSE K / 95 % coverage / CPU-s per case and setting.

@@ -96,14 +96,14 @@ def frame_window(model, problem, time_window: int | None) -> tuple[int | None, i
     When ``time_window`` is not given, frames whose departures change between consecutive frames more
     than :data:`FRAME_CHANGE_RATIO` times as much as they differ between neighbouring points
     (:func:`geonp.persistence.change_ratio`) are infilled each alone (``time_window`` 0), and above
-    :data:`FRAME_NEAR_RATIO` from one frame each side (``near_window`` 1) where that sees every target's
-    surroundings, else from the model's window (:func:`geonp.data.widened`): the shipped weights were
-    trained on priors whose frames stay correlated from one step to the next, and lean on the frames
-    around a target more than such data allow. ERA5 with 30 % of the cells hidden, RMSE K at ±3 / ±1:
-    2-hourly at 0.25° (ratio 1.54) 0.209 / 0.181, 6-hourly at 1° (1.58) 0.709 / 0.644; but ±1 alone
-    took a 6-hour outage over half the domain from 0.361 K to 0.945, which the widening keeps at ±3
-    (docs/benchmarks.md, "A near window that widens"). ``None``: the model's own. Fitted models keep
-    their window.
+    :data:`FRAME_NEAR_RATIO` from one frame each side (``near_window`` 1) where that sees enough of
+    every target's surroundings, else from the model's window (:func:`geonp.reach.near_entries`): the
+    shipped weights were trained on priors whose frames stay correlated from one step to the next, and
+    lean on the frames around a target more than such data allow. ERA5 with 30 % of the cells hidden,
+    RMSE K at ±3 / by default: 2-hourly at 0.25° (ratio 1.54) 0.206 / 0.178, 6-hourly at 1° (1.58)
+    0.693 / 0.630; ±1 everywhere took a 6-hour outage over half the domain from 0.688 K to 0.909,
+    the default keeps it at 0.707 (docs/benchmarks.md, "A near window where it sees enough"). ``None``:
+    the model's own. Fitted models keep their window.
     """
     from .persistence import change_ratio
 
