@@ -157,9 +157,9 @@ def _infill(args: argparse.Namespace, history: str) -> None:
     out = _refuse_existing(args.out, args)
     ds = _open(args, chunks, own_chunks=True)
     targets = _open_targets(args) if args.targets is not None else None
-    ds, keep = _some_times(args, ds) if args.times is not None else (ds, None)
+    ds, keep, model = _some_times(args, ds) if args.times is not None else (ds, None, args.model)
     with _progress(args):
-        result = api.infill(ds, args.var, model=args.model, targets=targets, covariates=args.covariates,
+        result = api.infill(ds, args.var, model=model, targets=targets, covariates=args.covariates,
                             chunks=chunks, device=args.device, crs=args.crs, halo=args.halo, tile=args.tile,
                             time_window=args.time_window, frames_per_task=args.frames_per_task,
                             batch_size=args.batch_size, calibrate="auto" if args.calibrate is None else args.calibrate,
@@ -170,9 +170,14 @@ def _infill(args: argparse.Namespace, history: str) -> None:
 
 
 def _some_times(args: argparse.Namespace, ds):
-    """The input cut to ``--times`` and the frames its tasks read, and what to keep of the prediction."""
+    """The input cut to ``--times`` and the frames its tasks read, what to keep of the prediction, and the model.
+
+    The model is returned loaded when ``--model`` is a file (read once); a shipped name stays a name, which
+    is what selects the shipped weights' own windows and calibration.
+    """
     from .geo import describe, select_variable
     from .model import frames_per_task, resolve_model
+    from .pretrained import shipped_name
 
     name = select_variable(ds, args.var)[1]
     layout = describe(ds, name, crs=args.crs)[1]
@@ -180,7 +185,7 @@ def _some_times(args: argparse.Namespace, ds):
     half = int(model.settings["half_window"] if args.time_window is None else args.time_window)
     group = frames_per_task(args.frames_per_task or model.settings.get("frames_per_task", "auto"), half, model.name)
     cut, keep = time_select.select_times(ds, layout.time, args.times, time_select.context_pad(half, group))
-    return cut, (layout.time, keep)
+    return cut, (layout.time, keep), args.model if shipped_name(args.model) else model
 
 
 def _forecast(args: argparse.Namespace, history: str) -> None:

@@ -76,3 +76,18 @@ def test_a_chunked_zarr_input_is_infilled_and_written_on_its_own_chunks(tmp_path
     assert out.t2m_mean.chunks[0] == (4, 4, 4) and eager.t2m_mean.chunks[0] == (12,)  # the store's own chunks
     for name in ("t2m_mean", "t2m_std", "t2m_filled"):
         np.testing.assert_allclose(out[name].values, eager[name].values, atol=1e-5)
+
+
+def test_infill_times_reads_a_model_file_once(archive, tmp_path, monkeypatch):
+    import geonp.model as model_module
+    from geonp.model import Model
+
+    _, path = archive
+    saved = Model.pretrained("bsa-tnp").save(tmp_path / "m.geonp")
+    loads = []
+    real = model_module.load_model
+    monkeypatch.setattr(model_module, "load_model", lambda p: loads.append(p) or real(p))
+    out = tmp_path / "night.zarr"
+    assert main(["infill", str(path), "--out", str(out), "--model", str(saved), "--times",
+                 "2019-03-01T12/2019-03-01T13", "--quiet"]) == 0
+    assert len(loads) == 1 and xr.open_zarr(out).attrs["geonp_model_source"] == str(saved)
