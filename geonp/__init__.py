@@ -54,6 +54,9 @@ from .errors import (
     VariableTypeError,
 )
 from .io import open_dataset, to_zarr
+from .openmp import passive_waits
+
+passive_waits()  # none of the above loads torch: its OpenMP threads will sleep while they wait
 
 try:
     __version__ = version("geonp")
