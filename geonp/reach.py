@@ -146,8 +146,9 @@ def near_entries(window: Window, groups: list, targets: np.ndarray, frames: np.n
     frames within ``near_window``; the other groups keep ``half_window`` around their centre. Returns
     the entries and one window per entry. A window narrower than a gap's duration sees nothing of the
     place missing, and one observed frame alone made the network sure of it (a 6-hour outage over half
-    of ERA5's domain: 0.945 K at ±1 frame against 0.361 at ±3; rms z 9 at its first hour, docs/benchmarks.md
-    "A near window where it sees enough"). The decision reads the block's window only, so chunkings agree.
+    of ERA5's domain: 0.909 K at ±1 frame against 0.688 at ±3, 0.707 with this rule; single frames at ±3
+    had rms z about 20 in its middle hours, docs/benchmarks.md "A near window where it sees enough").
+    The decision reads the block's window only, so chunkings agree.
     """
     if near_window is None or near_window >= half_window:
         return groups, half_window
