@@ -15,7 +15,8 @@ import xarray as xr
 from . import geo
 from .io.sources import input_files
 
-__all__ = ["variable_attrs", "finish", "space_coords", "model_digest", "environment", "drop_time_scalars"]
+__all__ = ["variable_attrs", "finish", "space_coords", "model_digest", "environment", "drop_time_scalars",
+           "drop_grib_placeholders"]
 
 
 def _version() -> str:
@@ -61,6 +62,34 @@ def drop_time_scalars(out: xr.Dataset, ds: xr.Dataset, names=("step", "time", "v
         c in names or ds[c].attrs.get("standard_name") in standard_names)])
 
 
+def drop_grib_placeholders(out: xr.Dataset, source: xr.Dataset | xr.DataArray | None, var) -> xr.Dataset:
+    """``out`` without cfgrib's scalar coordinates that hold no information about ``var``.
+
+    cfgrib gives every field a scalar ``number`` (``realization``, 0 outside an ensemble: the field's
+    ``GRIB_totalNumber`` is 0) and a scalar level of the field's ``GRIB_typeOfLevel`` with no values
+    of its own (``surface`` = 0, "original GRIB coordinate for key: level(surface)"). Beside a
+    prediction they read as an ensemble member and a vertical level it has none of (a thirtieth
+    new-user test). A member's number (``GRIB_totalNumber`` above 0) and real levels
+    (``heightAboveGround`` = 2, ``isobaricInhPa`` = 500) stay.
+    """
+    if source is None:
+        return out
+    field = source if isinstance(source, xr.DataArray) else source[var] if var in source.variables else None
+    grib = {} if field is None else {k: v for k, v in field.attrs.items() if str(k).startswith("GRIB_")}
+    if not grib:
+        return out
+    drop = []
+    for name, c in out.coords.items():
+        if c.ndim or name not in source.coords:
+            continue
+        placeholder_level = (str(c.attrs.get("long_name", "")).startswith("original GRIB coordinate for key: level(")
+                             and name == grib.get("GRIB_typeOfLevel") and float(c.values) == 0)
+        lone_member = c.attrs.get("standard_name") == "realization" and grib.get("GRIB_totalNumber") == 0
+        if placeholder_level or lone_member:
+            drop.append(name)
+    return out.drop_vars(drop)
+
+
 def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
             crs_layout: geo.Layout | None = None, source: xr.Dataset | xr.DataArray | None = None) -> xr.Dataset:
     """Add the CRS (of ``crs_layout``, default ``layout``) and global CF/provenance attributes; compute unless lazy.
@@ -78,7 +107,7 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
     from .domain import mask_outputs
     from .io.crs import in_axis_units, write_crs
 
-    out = mask_outputs(out)  # NaN outside mask= (where the field is not defined)
+    out = drop_grib_placeholders(mask_outputs(out), source, layout.var)  # NaN outside mask= (where it is undefined)
     where = crs_layout or layout
     if not _lonlat_off_axes(out, where):
         # the input's own grid mapping (carried as a coordinate) would name a second CRS beside the one written
@@ -92,7 +121,8 @@ def finish(out: xr.Dataset, layout: geo.Layout, model, task: str, lazy: bool,
         if out.attrs["featureType"] == "timeSeries" and station in out.coords and station in out.dims:
             out[station].attrs["cf_role"] = "timeseries_id"  # the series' identifier (CF 9.5)
     given = {} if not isinstance(source, xr.Dataset) else {  # a DataArray's attributes are its variable's
-        k: _netcdf_value(v) for k, v in source.attrs.items() if k not in _OWN_ATTRS and not str(k).startswith("geonp_")}
+        k: _netcdf_value(v) for k, v in source.attrs.items()
+        if k not in _OWN_ATTRS and not str(k).startswith(("geonp_", "GRIB_"))}  # GRIB_*: how cfgrib decoded the file
     line = (f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} geonp {_version()}: {task} of "
             f"{layout.var!r} with model {model.name!r} ({model.source or 'in memory'})")
     before = _netcdf_value(source.attrs.get("history", "")) if isinstance(source, xr.Dataset) else ""

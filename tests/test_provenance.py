@@ -116,3 +116,32 @@ def test_a_single_point_given_as_scalars_says_how_to_give_it_a_dim():
     st = stations()
     with pytest.raises(CoordinateError, match=r"space coordinates \['lat', 'lon'\] as scalars.*expand_dims"):
         st.np.infill("tmax", targets=xr.Dataset(coords={"lat": 39.5, "lon": -105.0}))
+
+
+def _as_cfgrib(ds, total_number=0, level=("surface", 0.0)):
+    """``ds`` with what cfgrib adds to a field: scalar ``number`` and level coordinates, ``GRIB_*`` attributes."""
+    name, value = level
+    level_attrs = ({"long_name": f"original GRIB coordinate for key: level({name})", "units": "1"} if name == "surface"
+                   else {"long_name": "height above the surface", "units": "m", "standard_name": "height"})
+    ds = ds.assign_coords(number=((), 3 if total_number else 0, {"standard_name": "realization", "units": "1"}),
+                          **{name: ((), value, level_attrs)})
+    ds["t2m"].attrs.update(GRIB_typeOfLevel=name, GRIB_totalNumber=total_number, GRIB_shortName="2t")
+    ds.attrs.update(GRIB_edition=1, GRIB_centre="ecmf", institution="European Centre for Medium-Range Weather Forecasts")
+    return ds
+
+
+def test_cfgrib_placeholders_stay_out_of_the_outputs():
+    """A thirtieth new-user test: ERA5 from GRIB gave infills a member ``number`` 0, a ``surface`` 0 and GRIB_* attributes."""
+    ds, _ = field()
+    grib = _as_cfgrib(ds)
+    for out in (grib.np.infill("t2m"), grib.np.forecast("t2m", hours=1, init_time=grib.time[-1].values, calibrate=False)):
+        assert "number" not in out.coords and "surface" not in out.coords
+        assert not [k for k in out.attrs if k.startswith("GRIB_")]
+        assert out.attrs["institution"] == "European Centre for Medium-Range Weather Forecasts"  # the input's own
+        assert not [k for v in out.variables.values() for k in v.attrs if k.startswith("GRIB_")]
+    # a chosen ensemble member and a real level are information: they stay
+    member = _as_cfgrib(ds, total_number=51, level=("heightAboveGround", 2.0)).np.infill("t2m")
+    assert int(member["number"]) == 3 and float(member["heightAboveGround"]) == 2.0
+    # data that are not from GRIB keep a scalar coordinate called `surface` or `number`
+    plain = ds.assign_coords(number=0, surface=0.0).np.infill("t2m")
+    assert "number" in plain.coords and "surface" in plain.coords
