@@ -33,13 +33,7 @@ from .inference import ModelPayload, forecast_block, infill_block
 from .model import frames_per_task
 from .normalise import Normaliser, context_spacing_km, grid_spacing_km, mean_spacing, station_spacing_km
 from .surface import COASTLINE, find_land, land_like_source
-from .tiling import (
-    axis_steps_km,
-    block_positions,
-    output_blocks,
-    tile_cells,
-    tile_plan,
-)
+from .tiling import axis_steps_km, block_positions, output_blocks, tile_cells, tile_plan
 
 __all__ = ["Space", "Problem", "build_problem", "chunk_sizes", "lazy_infill", "lazy_forecast"]
 
@@ -235,9 +229,11 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     """
     frames_per_block, T = int(chunks.get("__time__") or DEFAULT_FRAMES), len(problem.hours)
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
-    near = settings.get("near_window") if problem.layout.time is not None else None  # reach.near_entries
+    timed = problem.layout.time is not None  # windows of reach.near_entries and reach.wide_entries
+    near, wide = (settings.get(k) if timed else None for k in ("near_window", "wide_window"))
     per_unit = problem.step_hours / problem.time_unit_hours  # model time units per frame
     half_units, near_units = half * per_unit, None if near is None else near * per_unit
+    wide_units, read = (None, half) if not wide or wide <= half else (wide * per_unit, int(wide))
     halo_km, tile = float(settings["halo"]) * problem.unit_km, float(settings["tile"])
     cells = tile_cells(problem, tile)
     tiles = output_blocks(problem.target, chunks, cells, periodic=problem.frame is None)
@@ -254,12 +250,13 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     for e in itertools.product(*[range(n) for n in problem.extra_shape]):
         for fi, fr in enumerate(fchunks):
             fgroups = frame_groups(fr, group, T, numbers=numbers)
-            lo, hi = max(0, fgroups[0][0] - half), min(T, fgroups[-1][-1] + half + 1)
+            lo, hi = max(0, fgroups[0][0] - read), min(T, fgroups[-1][-1] + read + 1)
             predicted = {}  # each tile once, for every block it meets
             for k, (sel, meta, shape, _) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
-                     "half_window": half_units, "near_window": near_units, "tile_shape": shape, "device": device,
-                     "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None,
+                     "half_window": half_units, "near_window": near_units, "wide_window": wide_units,
+                     "tile_shape": shape, "device": device, "batch_size": batch_size,
+                     "threads": 1 if n_tasks > 1 else None,
                      "groups": [g - lo for g in fgroups] if group > 1 else None,
                      "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
                 predicted[k] = graph.tile((*e, fi, k), infill_block, payload_d.key,

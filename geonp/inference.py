@@ -250,6 +250,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)
     groups = meta.get("groups") or [np.array([f]) for f in frames]
     groups, halves = reach.near_entries(window, groups, targets, frames, meta["half_window"], meta.get("near_window"))
+    halves = reach.wide_entries(window, groups, halves, targets, meta.get("wide_window"))  # both sides of an outage
     own = _group_places(groups, frames)
     tasks = infill_tasks(window, groups, targets, norm, halves, skip_empty=True)
     # each target's distance to its frame's context (model units, before any coarsening): for the std

@@ -59,6 +59,18 @@ FRAME_NEAR_RATIO = 0.8
 NEAR_WINDOW = 1
 
 
+#: most frames each side an infill of shipped weights reads where its own window sees a missing place on one
+#: side only and a wider one on both (:func:`geonp.reach.wide_entries`): ERA5, the west half missing for 6 hours,
+#: 0.707 -> 0.562 K (coverage 0.839 -> 0.927), for 10 hours 0.883 -> 0.767 (NLL 49 -> 1.23); linear
+#: interpolation in time 0.653 and 0.940 (docs/benchmarks.md, "Both sides of an outage")
+WIDE_WINDOWS = {"bsa-tnp": 8}
+
+
+def wide_window(model, time_window: int | None) -> int | None:
+    """The :data:`WIDE_WINDOWS` of shipped ``model`` at its own time window (``time_window`` None), else None."""
+    return WIDE_WINDOWS.get(shipped_name(model)) if time_window is None else None
+
+
 def shipped_name(model) -> str | None:
     """The name of the shipped weights ``model`` asks for, or ``None`` (a fitted model or a path)."""
     if not isinstance(model, str):

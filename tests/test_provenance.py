@@ -126,15 +126,17 @@ def _as_cfgrib(ds, total_number=0, level=("surface", 0.0)):
     ds = ds.assign_coords(number=((), 3 if total_number else 0, {"standard_name": "realization", "units": "1"}),
                           **{name: ((), value, level_attrs)})
     ds["t2m"].attrs.update(GRIB_typeOfLevel=name, GRIB_totalNumber=total_number, GRIB_shortName="2t")
-    ds.attrs.update(GRIB_edition=1, GRIB_centre="ecmf", institution="European Centre for Medium-Range Weather Forecasts")
+    ds.attrs.update(GRIB_edition=1, GRIB_centre="ecmf",
+                    institution="European Centre for Medium-Range Weather Forecasts")
     return ds
 
 
 def test_cfgrib_placeholders_stay_out_of_the_outputs():
-    """A thirtieth new-user test: ERA5 from GRIB gave infills a member ``number`` 0, a ``surface`` 0 and GRIB_* attributes."""
+    """A thirtieth new-user test: ERA5 from GRIB gave infills a ``number`` 0, a ``surface`` 0 and GRIB_* attributes."""
     ds, _ = field()
     grib = _as_cfgrib(ds)
-    for out in (grib.np.infill("t2m"), grib.np.forecast("t2m", hours=1, init_time=grib.time[-1].values, calibrate=False)):
+    forecast = grib.np.forecast("t2m", hours=1, init_time=grib.time[-1].values, calibrate=False)
+    for out in (grib.np.infill("t2m"), forecast):
         assert "number" not in out.coords and "surface" not in out.coords
         assert not [k for k in out.attrs if k.startswith("GRIB_")]
         assert out.attrs["institution"] == "European Centre for Medium-Range Weather Forecasts"  # the input's own
