@@ -183,18 +183,6 @@ def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, war
     return out
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def _setup(payload: ModelPayload, values: np.ndarray, meta: dict):
     _threads(meta.get("threads"))
     device = torch.device(meta["device"])
@@ -230,9 +218,6 @@ def _own_frames(task: Task | None, positions: list[int], n_tgt: int) -> Task | N
     if task is None or len(positions) * n_tgt == task.num_targets:
         return task
     return task.select_targets(np.concatenate([np.arange(k * n_tgt, (k + 1) * n_tgt) for k in positions]))
-
-
-
 
 
 @_releasing_memory
@@ -273,7 +258,8 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     own_gaps = reach.inside_domain(own_gaps, meta)
     out = _fill(coarse, lambda ts: predict_coarsened(net, ts, factors, device=device, batch_size=meta["batch_size"],
                                                      mean_weight=norm.infill_mean_weight),
-                len(frames), n_tgt, places, floors=reach.far_floors(tasks, own_gaps), warn=not meta.get("fills_empty"))
+                len(frames), n_tgt, places, floors=_floors(window, groups, halves, targets, own, tasks, own_gaps, meta),
+                warn=not meta.get("fills_empty"))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
@@ -296,6 +282,14 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     if norm.nonnegative:  # rain, wind speed: no mean below every observed value (NaN stays NaN)
         out[0] = np.maximum(out[0], 0.0)
     return out.reshape(2, len(frames), *meta["tile_shape"])
+
+
+def _floors(window, entries, halves, targets, own, tasks, own_gaps, meta) -> list[np.ndarray | None]:
+    """Per task, the least std of its own targets: the prior's far from the data, the persistence error one-sided."""
+    floors = reach.far_floors(tasks, own_gaps)
+    sided = reach.one_sided_floors(window, entries, halves, targets, own, meta.get("wide_window"))
+    return [a if b is None or t is None else b if a is None else np.maximum(a, b)
+            for a, b, t in zip(floors, sided, tasks)]
 
 
 #: targets this many times farther than the calibration's farthest gap bin keep at least the network's own std

@@ -13,7 +13,8 @@ from .data.tasks import FAR_FROM_DATA_UNITS, FAR_GAP_MAX_FACTOR, FAR_GAP_UNITS, 
 from .errors import FarFromDataWarning, warn_user
 
 __all__ = ["far_floors", "outside_domain", "inside_domain", "near_in_time", "gap_to_past", "window_gap",
-           "deepest_gaps", "near_entries", "wide_entries", "NEAR_UNITS", "NEAR_FRAMES"]
+           "deepest_gaps", "near_entries", "wide_entries", "one_sided_floors",
+           "NEAR_UNITS", "NEAR_FRAMES"]
 
 
 def far_floors(tasks, gaps) -> list[np.ndarray | None]:
@@ -213,3 +214,60 @@ def wide_entries(window: Window, entries: list, halves, targets: np.ndarray, wid
         if wanted.size:
             halves[i] = float(wanted.max())  # the least window that shows every such target's both sides
     return halves
+
+
+def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray, own: list,
+                     wide_window: float | None) -> list[np.ndarray | None]:
+    """Per entry, the least std of its own targets where a missing place is seen on one side only.
+
+    A deep target (see :func:`wide_entries`) whose window, even widened, shows its place observed
+    before it or after it but not both is extrapolated in time from that side, and the network's std
+    there is set by one frame's observations, not by the time passed since them (ERA5, the west half
+    missing in the last 10 hours of the record: 0.42 K where its error was 1.3–2.0 K, rms z about 12).
+    Its floor is the persistence error at that lag: the RMS change of the observed values over as many
+    frames, within ``wide_window`` of the entry (docs/benchmarks.md, "One side of an outage").
+    ``own[i]``: the ``(row, position in the entry)`` of each of the block's frames, as the floors
+    of :func:`far_floors` are kept. The decision and the RMS change read only the frames within
+    ``wide_window`` of the entry, so chunkings agree. ``None`` for entries without such targets.
+    """
+    out: list[np.ndarray | None] = [None] * len(entries)
+    if wide_window is None or not len(entries):
+        return out
+    halves = np.broadcast_to(np.asarray(halves, dtype=np.float64), (len(entries),))
+    seen, n_tgt = _seen(window, targets), len(targets)  # the targets' own values are NaN: never observed
+    for i, (g, where) in enumerate(zip(entries, own)):
+        g = np.atleast_1d(np.asarray(g, dtype=np.int64))
+        deep = ~seen[g].any(0)
+        if not deep.any() or not where:
+            continue
+        centre = float(np.mean(window.t[g]))
+        reach_ = np.abs(window.t - centre) <= wide_window + 1e-9
+        inside = (np.abs(window.t - centre) <= halves[i] + 1e-9)[:, None] & seen[:, deep]
+        before, after = window.t < window.t[g].min(), window.t > window.t[g].max()
+        both = (inside & before[:, None]).any(0) & (inside & after[:, None]).any(0)
+        one = np.flatnonzero(deep)[~both]
+        seen_frames = [np.flatnonzero(reach_ & seen[:, p]) for p in one]
+        if not any(len(s) for s in seen_frames):
+            continue  # nothing of them in reach: the far floors (far_floors) stand alone
+        change = _persistence_error(window.values[reach_])
+        floor = np.zeros((len(where), n_tgt))
+        for j, (_, k) in enumerate(where):
+            for p, s in zip(one, seen_frames):
+                if len(s):
+                    lag = int(np.abs(s - g[k]).min())
+                    floor[j, p] = change[min(lag, len(change)) - 1] if lag and len(change) else 0.0
+        out[i] = floor.reshape(-1) if floor.any() else None
+    return out
+
+
+def _persistence_error(values: np.ndarray) -> np.ndarray:
+    """``[lags]``: the RMS of ``values[f + k] − values[f]`` over every point observed in both, ``k = 1 …``.
+
+    ``values``: ``[frames, points]`` with NaN where unobserved. A lag without pairs takes the shorter one's.
+    """
+    out = []
+    for k in range(1, len(values)):
+        d = values[k:] - values[:-k]
+        d = d[np.isfinite(d)]
+        out.append(float(np.sqrt(np.mean(d**2))) if d.size else out[-1] if out else 0.0)
+    return np.asarray(out)

@@ -11,11 +11,11 @@ from test_persistence import _ratio
 
 import geonp  # noqa: F401  registers ds.np
 from geonp.pretrained import FRAME_NEAR_RATIO, WIDE_WINDOWS
-from geonp.reach import NEAR_UNITS, wide_entries
+from geonp.reach import NEAR_UNITS, one_sided_floors, wide_entries
 
 
-def _outage(frames=24, n=12, missing=slice(12, 18)):
-    values = np.ones((frames, n, n))
+def _outage(frames=24, n=12, missing=slice(12, 18), trend=0.0):
+    values = np.ones((frames, n, n)) + trend * np.arange(frames)[:, None, None]
     values[missing, :, : n // 2] = np.nan  # the west half missing for some frames
     window = _window(values, n)
     west = np.flatnonzero(window.xy[:, 1] < 2)  # more than NEAR_UNITS from the observed east
@@ -41,6 +41,43 @@ def test_a_place_missing_to_the_end_or_seen_nearby_keeps_its_window():
     window, _ = _outage()
     coast = np.flatnonzero(window.xy[:, 1] == 5)  # next to the observed east in every frame: not deep
     np.testing.assert_array_equal(wide_entries(window, _groups(24), 3.0, coast, 8.0), np.full(8, 3.0))
+
+
+def _own(groups):
+    return [[(int(f), k) for k, f in enumerate(g)] for g in groups]
+
+
+def test_a_place_seen_on_one_side_only_gets_the_persistence_error_of_its_lag_as_its_least_std():
+    n = 12
+    window, west = _outage(n=n, missing=slice(15, 24), trend=0.1)  # values rise 0.1 a frame: change over k: 0.1 k
+    groups = _groups(24)
+    everywhere = np.arange(len(window.xy))
+    floors = one_sided_floors(window, groups, 3.0, everywhere, _own(groups), 8.0)
+    assert all(f is None for f in floors[:5])  # frames 0..14 see the west in their own frames
+    # frames 15..23 are k frames after the last seen, 14: their floor is the change over k frames
+    for i, lags in zip((5, 6, 7), ((1, 2, 3), (4, 5, 6), (7, 8, 9))):
+        f = floors[i].reshape(3, -1)
+        np.testing.assert_allclose(f[:, west], np.repeat(0.1 * np.array(lags)[:, None], len(west), 1), rtol=1e-9)
+        deep = window.xy[:, 1] < n // 2 - NEAR_UNITS  # more than NEAR_UNITS from the observed east
+        assert f[:, deep].all() and not f[:, ~deep].any()  # nearer the east, seen in every frame: no floor
+    # only the block's own frames of the entry, in their order (its places)
+    part = one_sided_floors(window, groups[5:6], 3.0, west, [[(0, 2), (1, 1)]], 8.0)[0].reshape(2, -1)
+    np.testing.assert_allclose(part[:, 0], [0.3, 0.2], rtol=1e-9)
+    # beyond wide_window of the entry, nothing is seen: no floor (the far floors stand alone)
+    assert one_sided_floors(window, groups[7:], 3.0, west, _own(groups[7:]), 6.0) == [None]
+    assert one_sided_floors(window, groups, 3.0, west, _own(groups), None) == [None] * 8
+
+
+def test_an_outage_seen_on_both_sides_keeps_the_networks_std():
+    window, west = _outage(trend=0.1)
+    groups = _groups(24)
+    halves = wide_entries(window, groups, 3.0, west, 8.0)
+    assert one_sided_floors(window, groups, halves, west, _own(groups), 8.0) == [None] * 8
+    # not widened (a wide_window too short to see both sides): one side, the nearer, sets the floor
+    floors = one_sided_floors(window, groups, 3.0, west, _own(groups), 4.0)
+    assert floors[4] is not None and floors[5] is not None
+    np.testing.assert_allclose(floors[4].reshape(3, -1)[:, 0], [0.1, 0.2, 0.3], rtol=1e-9)  # after frame 11
+    np.testing.assert_allclose(floors[5].reshape(3, -1)[:, 0], [0.3, 0.2, 0.1], rtol=1e-9)  # before frame 18
 
 
 def _slow(frames=30, n=16, seed=0, outage=slice(12, 19)):
@@ -72,9 +109,10 @@ def test_an_outage_is_infilled_from_both_sides():
     np.testing.assert_allclose(default.v_std.values[24:], fixed.v_std.values[24:], rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("chunks", [{"time": 4}, {"time": 7, "lat": 8}])
-def test_wide_windows_chunked_equal_unchunked(chunks):
-    ds, _, _ = _slow()
+@pytest.mark.parametrize(("chunks", "outage"), [({"time": 4}, slice(12, 19)), ({"time": 7, "lat": 8}, slice(12, 19)),
+                                               ({"time": 5}, slice(22, 30))])
+def test_wide_windows_chunked_equal_unchunked(chunks, outage):
+    ds, _, _ = _slow(outage=outage)
     whole = ds.np.infill("v", land="none")
     parts = ds.np.infill("v", land="none", chunks=chunks)
     np.testing.assert_allclose(parts.v_mean.values, whole.v_mean.values, rtol=0, atol=1e-5)
