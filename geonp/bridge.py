@@ -37,7 +37,7 @@ import dask.array as da
 import dask.base
 import numpy as np
 
-from .errors import NO_CONTEXT_MESSAGE, NoContextWarning, warn_user
+from .errors import NO_CONTEXT_MESSAGE, CallKey, NoContextWarning, warn_user
 from .memo import ProcessMemo
 
 __all__ = ["MAX_GAP", "FrameStats", "frame_stats", "bridge_empty"]
@@ -145,7 +145,7 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
     edges = [np.cumsum((0, *c)) for c in space]
     tiles = list(np.ndindex(*[len(c) for c in space]))
     blocks = np.empty((len(mean0.chunks[0]), *[len(c) for c in space]), dtype=object)
-    start = 0
+    start, call = 0, CallKey()  # its blocks warn once
     for i, size in enumerate(mean0.chunks[0]):
         stop = start + size
         lo, hi = max(0, start - MAX_GAP), min(n_t, stop + MAX_GAP)
@@ -159,7 +159,7 @@ def bridge_empty(mean: da.Array, std: da.Array, y, time_axis: int, fill: str = "
         for tile, cut in zip(tiles, cuts):
             out = dask.delayed(_bridge_block, pure=True)(
                 means[(i, *tile)], stds[(i, *tile)], window_task(y0[(slice(lo, hi), *cut)]), empty, index[cut],
-                offset=start - lo, stats=stats, fill=fill, inside=inside)
+                offset=start - lo, stats=stats, fill=fill, inside=inside, once=call)
             shape = (2, size, *[c.stop - c.start for c in cut])
             blocks[(i, *tile)] = da.from_delayed(out, shape=shape, dtype=np.float32)
         start = stop
@@ -183,8 +183,11 @@ def _missing_whole(seen: list) -> np.ndarray:
     return ~np.concatenate([np.logical_or.reduce(row) for row in seen])
 
 
-def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, inside):
-    """One block, ``[2, own frames, ...]`` (mean, std); ``y`` and ``empty`` start ``offset`` frames before it."""
+def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, inside, once=None):
+    """One block, ``[2, own frames, ...]`` (mean, std); ``y`` and ``empty`` start ``offset`` frames before it.
+
+    ``once``: the bridge's :class:`~geonp.errors.CallKey` (its blocks warn once).
+    """
     tile = mean.shape[1:]
     m, s = (a.reshape(len(a), -1).astype(np.float64) for a in (mean, std))
     v = y.reshape(len(y), -1).astype(np.float64)
@@ -211,7 +214,7 @@ def _bridge_block(mean, std, y, empty, index, *, offset: int, stats, fill: str, 
             mu, var = _conditional(at, *sides, v[:, p], stats.spread[idx[p]] ** 2, stats.rho)
             out_m[t, p], out_s[t, p] = mu, np.sqrt(var)
     if fill == "gaps" and np.isnan(out_m[:, slice(None) if inside is None else inside[idx]]).any():
-        warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)
+        warn_user(NO_CONTEXT_MESSAGE, NoContextWarning, once=once)
     return _stacked(out_m, out_s, tile)
 
 

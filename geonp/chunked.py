@@ -25,7 +25,7 @@ from dask.delayed import Delayed
 from . import frames, geo, timeaxis
 from .data.tasks import frame_groups
 from .domain import find_domain
-from .errors import ConfigError
+from .errors import CallKey, ConfigError
 from .frames import Frame
 from .geo import Layout
 from .graph import BlockGraph, space_chunks, window_index
@@ -243,6 +243,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     numbers = timeaxis.frame_numbers(problem.times, problem.step_hours)  # groups of times, not of positions
     n_tasks = len(plan.tiles) * len(fchunks) * int(np.prod(problem.extra_shape))
     payload_d, norm, norm_key = _inputs(problem, payload, calibration)
+    call = CallKey()  # its blocks warn once (errors.warn_user)
     graph = BlockGraph(problem.data, [d for d in (payload_d, norm) if isinstance(d, Delayed)],
                        _identity(problem, settings, chunks, device, batch_size, "infill", fills_empty, norm))
     t_units = problem.t_units
@@ -255,7 +256,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
             for k, (sel, meta, shape, _) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
                      "half_window": half_units, "near_window": near_units, "wide_window": wide_units,
-                     "tile_shape": shape, "device": device, "batch_size": batch_size,
+                     "tile_shape": shape, "device": device, "batch_size": batch_size, "call": call,
                      "threads": 1 if n_tasks > 1 else None,
                      "groups": [g - lo for g in fgroups] if group > 1 else None,
                      "fill_gaps": problem.fill_gaps, "fills_empty": fills_empty}
@@ -287,7 +288,8 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
     n_tasks = len(plan.tiles) * len(ichunks) * int(np.prod(problem.extra_shape))
     payload_d, norm, norm_key = _inputs(problem, payload, calibration)
     identity = _identity(problem, settings, chunks, device, batch_size, "forecast", (inits, leads, reach), norm)
-    graph = BlockGraph(problem.data, [d for d in (payload_d, norm) if isinstance(d, Delayed)], identity)
+    inputs, call = [d for d in (payload_d, norm) if isinstance(d, Delayed)], CallKey()  # its blocks warn once
+    graph = BlockGraph(problem.data, inputs, identity)
     lead_hours = leads * problem.step_hours
     lead_units = lead_hours / problem.time_unit_hours
     t_units = problem.t_units
@@ -299,7 +301,7 @@ def lazy_forecast(problem: Problem, payload: ModelPayload, settings: dict, *, in
             for k, (sel, meta, shape, points) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": ini - lo,
                      "leads": lead_units, "lead_hours": lead_hours, "lead_frames": leads, "context_frames": W,
-                     "reach": reach, "tile_shape": shape,
+                     "reach": reach, "tile_shape": shape, "call": call,
                      "device": device, "batch_size": batch_size, "threads": 1 if n_tasks > 1 else None}
                 # the initial frame at the tile's own points: calibrated forecasts shrink towards it
                 persist = None

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import uuid
 import warnings
+from collections import OrderedDict
 
 __all__ = [
     "GeonpError",
@@ -189,11 +192,43 @@ class MixedTimesWarning(UserWarning):
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def warn_user(message: str, category: type[Warning]) -> None:
+#: (call key, category, message) of the warnings already given by the blocks of a prediction (see warn_user)
+_GIVEN: OrderedDict = OrderedDict()
+_GIVEN_LOCK = threading.Lock()
+_GIVEN_MAX = 1024
+
+
+class CallKey:
+    """A key unique to one prediction call, for :func:`warn_user`'s ``once`` (its blocks warn alike).
+
+    It does not enter dask's tokens: the graph's keys stay those of the same inputs and settings.
+    """
+
+    __slots__ = ("hex",)
+
+    def __init__(self) -> None:
+        self.hex = uuid.uuid4().hex
+
+    def __dask_tokenize__(self) -> str:
+        return "geonp-call-key"
+
+
+def warn_user(message: str, category: type[Warning], once: CallKey | None = None) -> None:
     """``warnings.warn`` attributed to the first caller outside geonp (the user's line, not geonp's).
 
     Inside a dask task no user frame is on the stack; the warning then names the outermost frame.
+    ``once`` (a :class:`CallKey`): warn at most once per key, category and message in this process.
+    Every block of a prediction that lacks context warned alike, once per block under
+    ``warnings.simplefilter("always")`` (a new-user report); Python's default filter showed it once.
     """
+    if once is not None:
+        given = (once.hex, category, message)
+        with _GIVEN_LOCK:
+            if given in _GIVEN:
+                return
+            _GIVEN[given] = None
+            if len(_GIVEN) > _GIVEN_MAX:
+                _GIVEN.popitem(last=False)
     level, frame = 2, sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1

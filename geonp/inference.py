@@ -158,21 +158,22 @@ def _window(values: np.ndarray, meta: dict) -> tuple[Window, np.ndarray]:
     return window, np.arange(n_ctx, n_ctx + n_tgt)
 
 
-def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, warn: bool = True) -> np.ndarray:
+def _fill(tasks, preds_of, n_out: int, n_tgt: int, places=None, floors=None, warn: bool = True,
+          once=None) -> np.ndarray:
     """Predict the tasks that are not ``None`` into ``[2, n_out, n_tgt]`` (NaN elsewhere).
 
     ``places[i]``: where task ``i``'s targets go, as ``(output row, slice of its targets)``
     pairs; by default task ``i`` fills row ``i``. ``floors[i]`` (optional): the least std of task
     ``i``'s targets (:func:`geonp.reach.far_floors`). ``warn=False``: no :class:`NoContextWarning` for tasks
     without context (an infill with a time axis bridges them after, and warns of what it cannot:
-    :mod:`geonp.bridge`).
+    :mod:`geonp.bridge`). ``once``: the prediction's key, so that its blocks warn once (:func:`warn_user`).
     """
     places = places or [[(i, slice(None))] for i in range(len(tasks))]
     out = np.full((2, n_out, n_tgt), np.nan, dtype=np.float32)
     real = [i for i, t in enumerate(tasks) if t is not None]
     empty = sum(len(places[i]) for i, t in enumerate(tasks) if t is None)
     if empty and warn:
-        warn_user(NO_CONTEXT_MESSAGE, NoContextWarning)  # one text for every block: Python shows it once
+        warn_user(NO_CONTEXT_MESSAGE, NoContextWarning, once=once)  # one text for every block
     preds = preds_of([tasks[i] for i in real])
     for i, (mean, std) in zip(real, preds):
         if floors is not None and floors[i] is not None:
@@ -259,7 +260,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     out = _fill(coarse, lambda ts: predict_coarsened(net, ts, factors, device=device, batch_size=meta["batch_size"],
                                                      mean_weight=norm.infill_mean_weight),
                 len(frames), n_tgt, places, floors=_floors(window, groups, halves, targets, own, tasks, own_gaps, meta),
-                warn=not meta.get("fills_empty"))
+                warn=not meta.get("fills_empty"), once=meta.get("call"))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
@@ -286,7 +287,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
 
 def _floors(window, entries, halves, targets, own, tasks, own_gaps, meta) -> list[np.ndarray | None]:
     """Per task, the least std of its own targets: the prior's far from the data, the persistence error one-sided."""
-    floors = reach.far_floors(tasks, own_gaps)
+    floors = reach.far_floors(tasks, own_gaps, once=meta.get("call"))
     sided = reach.one_sided_floors(window, entries, halves, targets, own, meta.get("wide_window"))
     return [a if b is None or t is None else b if a is None else np.maximum(a, b)
             for a, b, t in zip(floors, sided, tasks)]
@@ -316,7 +317,8 @@ def forecast_block(payload: ModelPayload, values: np.ndarray, meta: dict,
     # as infill's: at least the prior's std at targets far from every observation the task sees
     gaps = reach.inside_domain([None if t is None else reach.gap_to_past(t, len(targets)) for t in tasks], meta)
     out = _fill(tasks, lambda ts: predict_tasks(net, ts, device=device, batch_size=meta["batch_size"]),
-                len(meta["frames"]), n_tgt, floors=reach.far_floors(tasks, gaps))
+                len(meta["frames"]), n_tgt, floors=reach.far_floors(tasks, gaps, once=meta.get("call")),
+                once=meta.get("call"))
     out = out.reshape(2, len(meta["frames"]), len(leads), -1)
     # the calibration's per-lead fields at each forecast's lead from its newest observed frame (its own lead when
     # the initial frame is observed; the initial frame and the one before it not yet delivered: lead + 2)

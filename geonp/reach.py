@@ -17,7 +17,7 @@ __all__ = ["far_floors", "outside_domain", "inside_domain", "near_in_time", "gap
            "NEAR_UNITS", "NEAR_FRAMES"]
 
 
-def far_floors(tasks, gaps) -> list[np.ndarray | None]:
+def far_floors(tasks, gaps, once=None) -> list[np.ndarray | None]:
     """Per task, the least std of its targets: the prior's where they are far from the data.
 
     ``gaps[i]``: the distance (model units) from each target of task ``i`` (in the order its
@@ -27,7 +27,7 @@ def far_floors(tasks, gaps) -> list[np.ndarray | None]:
     were trained on, even in coarser units (:func:`geonp.data.coarsen_far`), and the network's std there does
     not grow as a Gaussian process's would (0.15–0.2 K 1,000–3,000 km from ERA5 data whose spread
     is 1.6 K). A GP's std tends to its prior's far from the data: the spread of the task's context
-    (``Task.scale``, data units) is the floor there.
+    (``Task.scale``, data units) is the floor there. ``once``: the prediction's key (its blocks warn once).
     """
     out, far_count = [], 0
     for t, gap in zip(tasks, gaps):
@@ -41,7 +41,7 @@ def far_floors(tasks, gaps) -> list[np.ndarray | None]:
             "their context frames), farther than the model "
             "was trained on: their std is raised to the spread of the data in their window (a prior's), their mean "
             "is little more than its mean. Predict nearer the data (targets=, a smaller domain) or treat them as "
-            "unconstrained.", FarFromDataWarning)
+            "unconstrained.", FarFromDataWarning, once=once)
     return out
 
 

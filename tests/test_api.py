@@ -859,11 +859,12 @@ def test_frames_beyond_the_reach_of_the_bridge_are_nan_with_a_warning():
         assert np.isfinite(ds.np.infill("t2m", model="te-pt-tnp", time_window=10).t2m_mean).all()
 
 
-def test_a_frame_without_context_warns_once_not_once_per_block():
+@pytest.mark.parametrize("action", ["default", "always"])  # Python's own (once per text and place), or every one
+def test_a_frame_without_context_warns_once_not_once_per_block(action):
     ds, _ = field(nlat=12, nlon=12, times=12)
     ds["t2m"][:10] = np.nan
     with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("default")  # Python's own: once per text and place
+        warnings.simplefilter(action)
         out = ds.np.infill("t2m", time_window=0, chunks={"latitude": 4, "longitude": 4}, calibrate=False).compute()
     assert np.isnan(out.t2m_mean[:2]).all()  # 9 blocks, each with frames beyond the bridge's reach
     assert sum(issubclass(w.category, geonp.NoContextWarning) for w in rec) == 1

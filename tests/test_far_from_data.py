@@ -123,3 +123,20 @@ def test_a_frame_missing_whole_between_observed_frames_is_not_far_from_the_data(
     spread = float(frames.isel(time=slice(1, 4)).std())
     std = float(out.t2m_std.values[2].mean())
     assert np.isfinite(std) and std < 0.5 * spread and err < std, (err, std, spread)
+
+
+def test_the_blocks_of_a_prediction_warn_once_even_when_every_warning_is_shown():
+    """A thirtieth new-user test: under ``simplefilter("always")`` each block repeated the FarFromDataWarning."""
+    ds = _field()
+    steps = np.array([8, 9, 10, 11])  # 8-11 spacing units south of the grid: far from the data
+    t = xr.Dataset(coords={"lat": ("station", 50.0 - 0.1 * steps), "lon": ("station", np.linspace(-3, 3, 4))})
+
+    def warned(**kw):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            ds.np.infill("t2m", targets=t, calibrate=False, tile=4, **kw).compute()
+        return [w for w in rec if issubclass(w.category, FarFromDataWarning)]
+
+    assert len(warned()) == 1
+    assert len(warned(chunks={"station": 1})) == 1  # four blocks, each far from the data: one warning
+    assert len(warned(chunks={"station": 1})) == 1  # a new call warns again
