@@ -91,3 +91,17 @@ def test_infill_times_reads_a_model_file_once(archive, tmp_path, monkeypatch):
     assert main(["infill", str(path), "--out", str(out), "--model", str(saved), "--times",
                  "2019-03-01T12/2019-03-01T13", "--quiet"]) == 0
     assert len(loads) == 1 and xr.open_zarr(out).attrs["geonp_model_source"] == str(saved)
+
+
+def test_infill_times_inside_a_long_outage_reads_the_wide_window(tmp_path):
+    """A place missing for 12 hours is infilled from both its sides, up to 8 frames away: the cut keeps them."""
+    ds, _ = field(nlat=12, nlon=12, times=30, keep=0.8)
+    ds["t2m"][8:20, :, :6] = np.nan  # the west half missing in hours 8..19
+    path, whole, part = tmp_path / "outage.zarr", tmp_path / "whole.zarr", tmp_path / "part.zarr"
+    ds.to_zarr(path)
+    assert main(["infill", str(path), "--out", str(whole), "--quiet"]) == 0
+    assert main(["infill", str(path), "--out", str(part), "--times", "2019-03-01T12/2019-03-01T14", "--quiet"]) == 0
+    a, b = xr.open_zarr(whole), xr.open_zarr(part)
+    assert '"wide_window": 8' in a.attrs["geonp_settings"]
+    for name in ("t2m_mean", "t2m_std"):
+        np.testing.assert_allclose(b[name].values, a[name].isel(time=slice(12, 15)).values, atol=2e-3)
