@@ -45,9 +45,12 @@ CASES = {
 }
 #: the west half missing in these frames (outage cases)
 OUTAGES = {"outage": slice(30, 36), "outage-10h": slice(30, 40), "late-10h": slice(62, 72)}
-SETTINGS = {"default": {}, "tw3": {"time_window": 3}, "tw1": {"time_window": 1}, "no-wide": {}}
+SETTINGS = {"default": {}, "tw3": {"time_window": 3}, "tw1": {"time_window": 1}, "no-wide": {},
+            "te": {"model": "te-pt-tnp"}, "te-wide": {"model": "te-pt-tnp"}}
 #: settings run with geonp.pretrained.WIDE_WINDOWS emptied: the default before session 47's wide windows
 NO_WIDE = ("no-wide",)
+#: settings run with these WIDE_WINDOWS added (candidates)
+WITH_WIDE = {"te-wide": {"te-pt-tnp": 8}}
 
 
 def field(step: int, coarse: int, frames: int):
@@ -97,11 +100,13 @@ def run_case(case: str, hidden: float, settings: list[str]) -> list[dict]:
         wide = dict(geonp.pretrained.WIDE_WINDOWS)
         if name in NO_WIDE:
             geonp.pretrained.WIDE_WINDOWS.clear()
+        geonp.pretrained.WIDE_WINDOWS.update(WITH_WIDE.get(name, {}))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out = gappy.np.infill(**SETTINGS[name]).compute()
         finally:
+            geonp.pretrained.WIDE_WINDOWS.clear()
             geonp.pretrained.WIDE_WINDOWS.update(wide)
         cpu, wall = time.process_time() - c, time.perf_counter() - w
         mean, std = out.t2m_mean.values, out.t2m_std.values
