@@ -36,7 +36,7 @@ from .output import drop_time_scalars, finish, space_coords, variable_attrs
 from .planning import plan_problem, sparse_warning
 from .poles import merge_pole_copies
 from .prepare import prepare
-from .pretrained import frame_window, has_scattered_windows, scattered_windows, shipped_name, wide_window
+from .pretrained import frame_window, has_scattered_windows, outage_windows, scattered_windows, shipped_name
 from .reference_fill import filled_reference, reference_of
 from .targets import describe_targets
 from .timeaxis import parse_duration
@@ -119,8 +119,7 @@ def _infill(obj, var, *, part: bool = False, **options) -> xr.Dataset | None:
         problem.norm = replace(problem.norm, nonnegative=False)
     windows = scattered_windows(model, problem, windows)
     time_window, near = frame_window(model, problem, time_window)  # narrower for frames unlike their neighbours
-    m = with_settings(m, half_window=time_window, near_window=near, wide_window=wide_window(model, time_window),
-                      **windows)
+    m = with_settings(m, half_window=time_window, near_window=near, **outage_windows(model, time_window), **windows)
     calibration = calibrate_input.infill_calibration(calibrate, model, ds, layout, n_obs, cycle is not None,
                                                      time_window=time_window if near is None else near, **windows)
     sparse_warning(problem if not part else None, calibration)

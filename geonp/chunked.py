@@ -230,10 +230,11 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     frames_per_block, T = int(chunks.get("__time__") or DEFAULT_FRAMES), len(problem.hours)
     half = int(settings["half_window"]) if problem.layout.time is not None else 0
     timed = problem.layout.time is not None  # windows of reach.near_entries and reach.wide_entries
-    near, wide = (settings.get(k) if timed else None for k in ("near_window", "wide_window"))
+    near, wide, side = (settings.get(k) if timed else None for k in ("near_window", "wide_window", "side_window"))
     per_unit = problem.step_hours / problem.time_unit_hours  # model time units per frame
     half_units, near_units = half * per_unit, None if near is None else near * per_unit
-    wide_units, read = (None, half) if not wide or wide <= half else (wide * per_unit, int(wide))
+    wide_units = None if not wide or wide <= half else wide * per_unit
+    side_units, read = None if not side else side * per_unit, max(half, int(wide or 0), int(side or 0))
     halo_km, tile = float(settings["halo"]) * problem.unit_km, float(settings["tile"])
     cells = tile_cells(problem, tile)
     tiles = output_blocks(problem.target, chunks, cells, periodic=problem.frame is None)
@@ -256,6 +257,7 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
             for k, (sel, meta, shape, _) in plan.tiles.items():
                 m = {**meta, "t": t_units[lo:hi], "hours": problem.hours[lo:hi], "frames": fr - lo,
                      "half_window": half_units, "near_window": near_units, "wide_window": wide_units,
+                     "side_window": side_units,
                      "tile_shape": shape, "device": device, "batch_size": batch_size, "call": call,
                      "threads": 1 if n_tasks > 1 else None,
                      "groups": [g - lo for g in fgroups] if group > 1 else None,

@@ -177,14 +177,15 @@ def _some_times(args: argparse.Namespace, ds):
     """
     from .geo import describe, select_variable
     from .model import frames_per_task, resolve_model
-    from .pretrained import shipped_name, wide_window
+    from .pretrained import outage_windows, shipped_name
 
     name = select_variable(ds, args.var)[1]
     layout = describe(ds, name, crs=args.crs)[1]
     model = resolve_model(args.model)
     half = int(model.settings["half_window"] if args.time_window is None else args.time_window)
     group = frames_per_task(args.frames_per_task or model.settings.get("frames_per_task", "auto"), half, model.name)
-    reach = max(half, wide_window(args.model, args.time_window) or 0)  # across an outage: up to the wide window
+    # across an outage: up to the wide window and the one-sided floors' (reach.wide_entries, reach.one_sided_floors)
+    reach = max(half, *(w or 0 for w in outage_windows(args.model, args.time_window).values()))
     cut, keep = time_select.select_times(ds, layout.time, args.times, time_select.context_pad(reach, group))
     return cut, (layout.time, keep), args.model if shipped_name(args.model) else model
 

@@ -288,7 +288,7 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
 def _floors(window, entries, halves, targets, own, tasks, own_gaps, meta) -> list[np.ndarray | None]:
     """Per task, the least std of its own targets: the prior's far from the data, the persistence error one-sided."""
     floors = reach.far_floors(tasks, own_gaps, once=meta.get("call"))
-    sided = reach.one_sided_floors(window, entries, halves, targets, own, meta.get("wide_window"))
+    sided = reach.one_sided_floors(window, entries, halves, targets, own, meta.get("side_window"))
     return [a if b is None or t is None else b if a is None else np.maximum(a, b)
             for a, b, t in zip(floors, sided, tasks)]
 

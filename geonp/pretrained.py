@@ -65,10 +65,27 @@ NEAR_WINDOW = 1
 #: interpolation in time 0.653 and 0.940 (docs/benchmarks.md, "Both sides of an outage")
 WIDE_WINDOWS = {"bsa-tnp": 8}
 
+#: most frames each side in which a place missing in all a task's frames is looked for, to give it the persistence
+#: error of the time since as least std where it is seen on one side only (:func:`geonp.reach.one_sided_floors`):
+#: ERA5, the west half missing in the last 10 hours, NLL 24.7 -> 2.1 (BSA-TNP), 3.10 -> 2.25 (TE-PT-TNP, which
+#: keeps its window: widened, a 10-hour outage's coverage fell 0.90 -> 0.83; docs/benchmarks.md, "One side of an
+#: outage")
+SIDE_WINDOWS = {"bsa-tnp": 8, "te-pt-tnp": 8}
+
 
 def wide_window(model, time_window: int | None) -> int | None:
     """The :data:`WIDE_WINDOWS` of shipped ``model`` at its own time window (``time_window`` None), else None."""
     return WIDE_WINDOWS.get(shipped_name(model)) if time_window is None else None
+
+
+def side_window(model, time_window: int | None) -> int | None:
+    """The :data:`SIDE_WINDOWS` of shipped ``model`` at its own time window (``time_window`` None), else None."""
+    return SIDE_WINDOWS.get(shipped_name(model)) if time_window is None else None
+
+
+def outage_windows(model, time_window: int | None) -> dict:
+    """The infill settings ``wide_window`` and ``side_window`` of ``model`` (None: not used) at ``time_window``."""
+    return {"wide_window": wide_window(model, time_window), "side_window": side_window(model, time_window)}
 
 
 def shipped_name(model) -> str | None:

@@ -217,7 +217,7 @@ def wide_entries(window: Window, entries: list, halves, targets: np.ndarray, wid
 
 
 def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray, own: list,
-                     wide_window: float | None) -> list[np.ndarray | None]:
+                     side_window: float | None) -> list[np.ndarray | None]:
     """Per entry, the least std of its own targets where a missing place is seen on one side only.
 
     A deep target (see :func:`wide_entries`) whose window, even widened, shows its place observed
@@ -225,13 +225,14 @@ def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray,
     there is set by one frame's observations, not by the time passed since them (ERA5, the west half
     missing in the last 10 hours of the record: 0.42 K where its error was 1.3–2.0 K, rms z about 12).
     Its floor is the persistence error at that lag: the RMS change of the observed values over as many
-    frames, within ``wide_window`` of the entry (docs/benchmarks.md, "One side of an outage").
+    frames, within ``side_window`` of the entry (docs/benchmarks.md, "One side of an outage"); a
+    target seen on neither side within its window (TE-PT-TNP's ±1 inside an outage) takes the nearer.
     ``own[i]``: the ``(row, position in the entry)`` of each of the block's frames, as the floors
     of :func:`far_floors` are kept. The decision and the RMS change read only the frames within
-    ``wide_window`` of the entry, so chunkings agree. ``None`` for entries without such targets.
+    ``side_window`` of the entry, so chunkings agree. ``None`` for entries without such targets.
     """
     out: list[np.ndarray | None] = [None] * len(entries)
-    if wide_window is None or not len(entries):
+    if side_window is None or not len(entries):
         return out
     halves = np.broadcast_to(np.asarray(halves, dtype=np.float64), (len(entries),))
     seen, n_tgt = _seen(window, targets), len(targets)  # the targets' own values are NaN: never observed
@@ -241,7 +242,7 @@ def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray,
         if not deep.any() or not where:
             continue
         centre = float(np.mean(window.t[g]))
-        reach_ = np.abs(window.t - centre) <= wide_window + 1e-9
+        reach_ = np.abs(window.t - centre) <= side_window + 1e-9
         inside = (np.abs(window.t - centre) <= halves[i] + 1e-9)[:, None] & seen[:, deep]
         before, after = window.t < window.t[g].min(), window.t > window.t[g].max()
         both = (inside & before[:, None]).any(0) & (inside & after[:, None]).any(0)

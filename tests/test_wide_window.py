@@ -10,7 +10,7 @@ from test_near_window import _groups, _window
 from test_persistence import _ratio
 
 import geonp  # noqa: F401  registers ds.np
-from geonp.pretrained import FRAME_NEAR_RATIO, WIDE_WINDOWS
+from geonp.pretrained import FRAME_NEAR_RATIO, SIDE_WINDOWS, WIDE_WINDOWS
 from geonp.reach import NEAR_UNITS, one_sided_floors, wide_entries
 
 
@@ -99,7 +99,9 @@ def test_an_outage_is_infilled_from_both_sides():
     default = ds.np.infill("v", land="none")
     fixed = ds.np.infill("v", land="none", time_window=3)
     assert f'"wide_window": {WIDE_WINDOWS["bsa-tnp"]}' in default.attrs["geonp_settings"]
+    assert f'"side_window": {SIDE_WINDOWS["bsa-tnp"]}' in default.attrs["geonp_settings"]
     assert '"wide_window"' not in fixed.attrs["geonp_settings"]  # a time_window given is used as it is
+    assert '"side_window"' not in fixed.attrs["geonp_settings"]
     inside = np.zeros_like(hide)
     inside[12:19, :, :6] = True  # deep in the outage
     err = [np.sqrt(np.mean((out.v_mean.values - truth)[inside] ** 2)) for out in (default, fixed)]
@@ -107,6 +109,34 @@ def test_an_outage_is_infilled_from_both_sides():
     # the frames away from the outage are predicted as before
     np.testing.assert_allclose(default.v_mean.values[:6], fixed.v_mean.values[:6], rtol=0, atol=1e-6)
     np.testing.assert_allclose(default.v_std.values[24:], fixed.v_std.values[24:], rtol=1e-6, atol=1e-7)
+
+
+def _late_region_std(monkeypatch, **kw):
+    """The std deep in a region missing to the end of the record: by default, and with no one-sided floors."""
+    ds, _, hide = _slow(outage=slice(22, 30))  # the west missing to the end of the record
+    default = ds.np.infill("v", land="none", **kw)
+    with monkeypatch.context() as m:
+        m.setattr("geonp.pretrained.WIDE_WINDOWS", {})
+        m.setattr("geonp.pretrained.SIDE_WINDOWS", {})
+        before = ds.np.infill("v", land="none", **kw)
+    np.testing.assert_array_equal(default.v_mean.values, before.v_mean.values)  # the means do not change
+    np.testing.assert_allclose(default.v_std.values[:18], before.v_std.values[:18], rtol=1e-6)
+    inside = np.zeros_like(hide)
+    inside[24:30, :, :4] = True  # deep in the late region, its own frames and the frames before it unseen
+    return default, [out.v_std.values[inside] for out in (default, before)]
+
+
+@pytest.mark.parametrize("model", ["bsa-tnp", "te-pt-tnp"])
+def test_a_late_region_gets_the_persistence_error_of_its_lag(monkeypatch, model):
+    out, (std, before) = _late_region_std(monkeypatch, model=model)
+    assert (std >= before - 1e-6).all()
+    # at least the persistence error of their lag: the slow drift changes little in a few hours, so it rises
+    # above the network's own std where the place was last seen longest ago
+    hourly = [s.reshape(6, -1).mean(1) for s in (std, before)]
+    assert hourly[0][-1] > 1.3 * hourly[1][-1] and std.mean() > 1.15 * before.mean()
+    settings = out.attrs["geonp_settings"]
+    assert '"side_window": 8' in settings
+    assert ('"wide_window": 8' in settings) == (model == "bsa-tnp")  # TE-PT-TNP keeps its window
 
 
 @pytest.mark.parametrize(("chunks", "outage"), [({"time": 4}, slice(12, 19)), ({"time": 7, "lat": 8}, slice(12, 19)),
