@@ -46,11 +46,14 @@ CASES = {
 #: the west half missing in these frames (outage cases)
 OUTAGES = {"outage": slice(30, 36), "outage-10h": slice(30, 40), "late-10h": slice(62, 72)}
 SETTINGS = {"default": {}, "tw3": {"time_window": 3}, "tw1": {"time_window": 1}, "no-wide": {},
-            "te": {"model": "te-pt-tnp"}, "te-wide": {"model": "te-pt-tnp"}}
+            "te": {"model": "te-pt-tnp"}, "te-wide": {"model": "te-pt-tnp"}, "side-12": {},
+            "te-side-12": {"model": "te-pt-tnp"}}
 #: settings run with geonp.pretrained.WIDE_WINDOWS emptied: the default before session 47's wide windows
 NO_WIDE = ("no-wide",)
 #: settings run with these WIDE_WINDOWS added (candidates)
 WITH_WIDE = {"te-wide": {"te-pt-tnp": 8}}
+#: settings run with these SIDE_WINDOWS (candidates)
+WITH_SIDE = {"side-12": {"bsa-tnp": 12}, "te-side-12": {"te-pt-tnp": 12}}
 
 
 def field(step: int, coarse: int, frames: int):
@@ -101,6 +104,8 @@ def run_case(case: str, hidden: float, settings: list[str]) -> list[dict]:
         if name in NO_WIDE:
             geonp.pretrained.WIDE_WINDOWS.clear()
         geonp.pretrained.WIDE_WINDOWS.update(WITH_WIDE.get(name, {}))
+        side = dict(geonp.pretrained.SIDE_WINDOWS)
+        geonp.pretrained.SIDE_WINDOWS.update(WITH_SIDE.get(name, {}))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -108,6 +113,8 @@ def run_case(case: str, hidden: float, settings: list[str]) -> list[dict]:
         finally:
             geonp.pretrained.WIDE_WINDOWS.clear()
             geonp.pretrained.WIDE_WINDOWS.update(wide)
+            geonp.pretrained.SIDE_WINDOWS.clear()
+            geonp.pretrained.SIDE_WINDOWS.update(side)
         cpu, wall = time.process_time() - c, time.perf_counter() - w
         mean, std = out.t2m_mean.values, out.t2m_std.values
         row = {"case": case, "setting": name, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),

@@ -133,9 +133,9 @@ def test_a_late_region_gets_the_persistence_error_of_its_lag(monkeypatch, model)
     # at least the persistence error of their lag: the slow drift changes little in a few hours, so it rises
     # above the network's own std where the place was last seen longest ago
     hourly = [s.reshape(6, -1).mean(1) for s in (std, before)]
-    assert hourly[0][-1] > 1.3 * hourly[1][-1] and std.mean() > 1.15 * before.mean()
+    assert hourly[0][-1] > 1.25 * hourly[1][-1] and std.mean() > 1.08 * before.mean()
     settings = out.attrs["geonp_settings"]
-    assert '"side_window": 8' in settings
+    assert f'"side_window": {SIDE_WINDOWS[model]}' in settings
     assert ('"wide_window": 8' in settings) == (model == "bsa-tnp")  # TE-PT-TNP keeps its window
 
 
