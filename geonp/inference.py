@@ -236,7 +236,9 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     frames, n_tgt = np.asarray(meta["frames"]), len(targets)
     groups = meta.get("groups") or [np.array([f]) for f in frames]
     groups, halves = reach.near_entries(window, groups, targets, frames, meta["half_window"], meta.get("near_window"))
-    halves = reach.wide_entries(window, groups, halves, targets, meta.get("wide_window"))  # both sides of an outage
+    outages = meta.get("wide_window") is not None or meta.get("side_window") is not None
+    seen = reach.seen_near(window, targets) if outages else None  # for both of them, computed once
+    halves = reach.wide_entries(window, groups, halves, targets, meta.get("wide_window"), seen=seen)
     own = _group_places(groups, frames)
     tasks = infill_tasks(window, groups, targets, norm, halves, skip_empty=True)
     # each target's distance to its frame's context (model units, before any coarsening): for the std
@@ -257,10 +259,10 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     own_gaps = [None if g is None else np.concatenate([g[k * n_tgt:(k + 1) * n_tgt] for _, k in where])
                 for g, where in zip(far, own)]
     own_gaps = reach.inside_domain(own_gaps, meta)
+    floors = _floors(window, groups, halves, targets, own, tasks, own_gaps, meta, seen)
     out = _fill(coarse, lambda ts: predict_coarsened(net, ts, factors, device=device, batch_size=meta["batch_size"],
                                                      mean_weight=norm.infill_mean_weight),
-                len(frames), n_tgt, places, floors=_floors(window, groups, halves, targets, own, tasks, own_gaps, meta),
-                warn=not meta.get("fills_empty"), once=meta.get("call"))
+                len(frames), n_tgt, places, floors=floors, warn=not meta.get("fills_empty"), once=meta.get("call"))
     raw = out[1].copy() if norm.gap_std_scale else None  # the network's own std, before the calibration
     out[1] = norm.infill_std(out[1])  # NaN (no context) stays NaN
     if norm.gap_std_scale:  # calibrated per gap size: each target's distance to its frame's context
@@ -285,10 +287,10 @@ def infill_block(payload: ModelPayload, values: np.ndarray, meta: dict) -> np.nd
     return out.reshape(2, len(frames), *meta["tile_shape"])
 
 
-def _floors(window, entries, halves, targets, own, tasks, own_gaps, meta) -> list[np.ndarray | None]:
+def _floors(window, entries, halves, targets, own, tasks, own_gaps, meta, seen) -> list[np.ndarray | None]:
     """Per task, the least std of its own targets: the prior's far from the data, the persistence error one-sided."""
     floors = reach.far_floors(tasks, own_gaps, once=meta.get("call"))
-    sided = reach.one_sided_floors(window, entries, halves, targets, own, meta.get("side_window"))
+    sided = reach.one_sided_floors(window, entries, halves, targets, own, meta.get("side_window"), seen=seen)
     return [a if b is None or t is None else b if a is None else np.maximum(a, b)
             for a, b, t in zip(floors, sided, tasks)]
 

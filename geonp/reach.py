@@ -13,7 +13,7 @@ from .data.tasks import FAR_FROM_DATA_UNITS, FAR_GAP_MAX_FACTOR, FAR_GAP_UNITS, 
 from .errors import FarFromDataWarning, warn_user
 
 __all__ = ["far_floors", "outside_domain", "inside_domain", "near_in_time", "gap_to_past", "window_gap",
-           "deepest_gaps", "near_entries", "wide_entries", "one_sided_floors",
+           "deepest_gaps", "near_entries", "wide_entries", "one_sided_floors", "seen_near",
            "NEAR_UNITS", "NEAR_FRAMES"]
 
 
@@ -154,7 +154,7 @@ def near_entries(window: Window, groups: list, targets: np.ndarray, frames: np.n
     if near_window is None or near_window >= half_window:
         return groups, half_window
     # frames where every target has an observation within NEAR_UNITS
-    seen = _seen(window, targets).all(1) & np.isfinite(window.values).any(1)
+    seen = seen_near(window, targets).all(1) & np.isfinite(window.values).any(1)
     # a frame needs NEAR_FRAMES such frames within near_window; a target well seen in two different frames only
     # half-counts here (each frame must see every target), so the rule errs towards the wide window
     near = [np.flatnonzero(np.abs(window.t - window.t[f]) <= near_window + 1e-9) for f in range(len(window.t))]
@@ -173,8 +173,11 @@ def near_entries(window: Window, groups: list, targets: np.ndarray, frames: np.n
     return entries, np.asarray(halves, dtype=np.float64)
 
 
-def _seen(window: Window, targets: np.ndarray) -> np.ndarray:
-    """``[frames, targets]``: whether a target has a point observed within :data:`NEAR_UNITS` in each frame."""
+def seen_near(window: Window, targets: np.ndarray) -> np.ndarray:
+    """``[frames, targets]``: whether a target has a point observed within :data:`NEAR_UNITS` in each frame.
+
+    :func:`wide_entries` and :func:`one_sided_floors` take it as ``seen=``, so that a block computes it once.
+    """
     observed = np.isfinite(window.values)
     seen = np.zeros((len(window.t), len(targets)), dtype=bool)
     for f in np.flatnonzero(observed.any(1)):
@@ -182,7 +185,8 @@ def _seen(window: Window, targets: np.ndarray) -> np.ndarray:
     return seen
 
 
-def wide_entries(window: Window, entries: list, halves, targets: np.ndarray, wide_window: float | None):
+def wide_entries(window: Window, entries: list, halves, targets: np.ndarray, wide_window: float | None,
+                 seen: np.ndarray | None = None):
     """``halves`` (one window per entry, model time units) widened, up to ``wide_window``, to see both sides.
 
     A target of an entry is *deep* when no point within :data:`NEAR_UNITS` of it is observed in any
@@ -199,7 +203,7 @@ def wide_entries(window: Window, entries: list, halves, targets: np.ndarray, wid
     halves = np.broadcast_to(np.asarray(halves, dtype=np.float64), (len(entries),)).copy()
     if wide_window is None or not len(entries) or (halves >= wide_window).all():
         return halves
-    seen = _seen(window, targets)
+    seen = seen_near(window, targets) if seen is None else seen
     for i, g in enumerate(entries):
         g = np.atleast_1d(np.asarray(g, dtype=np.int64))
         deep = ~seen[g].any(0)
@@ -217,7 +221,7 @@ def wide_entries(window: Window, entries: list, halves, targets: np.ndarray, wid
 
 
 def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray, own: list,
-                     side_window: float | None) -> list[np.ndarray | None]:
+                     side_window: float | None, seen: np.ndarray | None = None) -> list[np.ndarray | None]:
     """Per entry, the least std of its own targets where a missing place is seen on one side only.
 
     A deep target (see :func:`wide_entries`) whose window, even widened, shows its place observed
@@ -235,7 +239,8 @@ def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray,
     if side_window is None or not len(entries):
         return out
     halves = np.broadcast_to(np.asarray(halves, dtype=np.float64), (len(entries),))
-    seen, n_tgt = _seen(window, targets), len(targets)  # the targets' own values are NaN: never observed
+    seen = seen_near(window, targets) if seen is None else seen  # the targets' own values are NaN: never observed
+    n_tgt = len(targets)
     for i, (g, where) in enumerate(zip(entries, own)):
         g = np.atleast_1d(np.asarray(g, dtype=np.int64))
         deep = ~seen[g].any(0)
