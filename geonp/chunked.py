@@ -228,8 +228,8 @@ def lazy_infill(problem: Problem, payload: ModelPayload, settings: dict, *, chun
     every block applies on top of the problem's own.
     """
     frames_per_block, T = int(chunks.get("__time__") or DEFAULT_FRAMES), len(problem.hours)
-    half = int(settings["half_window"]) if problem.layout.time is not None else 0
-    timed = problem.layout.time is not None  # windows of reach.near_entries and reach.wide_entries
+    timed = problem.layout.time is not None  # and the windows of reach.near_entries, wide_entries, one_sided_floors
+    half = int(settings["half_window"]) if timed else 0
     near, wide, side = (settings.get(k) if timed else None for k in ("near_window", "wide_window", "side_window"))
     per_unit = problem.step_hours / problem.time_unit_hours  # model time units per frame
     half_units, near_units = half * per_unit, None if near is None else near * per_unit

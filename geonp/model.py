@@ -264,8 +264,7 @@ def default_settings(name: str) -> dict:
 
 #: the smallest value of each integer prediction setting
 _SETTING_MINIMUM = {"half_window": 0, "near_window": 0, "wide_window": 0, "side_window": 0, "context_frames": 1,
-                    "frames_per_task": 1,
-                    "batch_size": 1}
+                    "frames_per_task": 1, "batch_size": 1}
 
 
 def check_settings(**settings: Any) -> dict:

@@ -73,19 +73,14 @@ WIDE_WINDOWS = {"bsa-tnp": 8}
 SIDE_WINDOWS = {"bsa-tnp": 12, "te-pt-tnp": 12}
 
 
-def wide_window(model, time_window: int | None) -> int | None:
-    """The :data:`WIDE_WINDOWS` of shipped ``model`` at its own time window (``time_window`` None), else None."""
-    return WIDE_WINDOWS.get(shipped_name(model)) if time_window is None else None
-
-
-def side_window(model, time_window: int | None) -> int | None:
-    """The :data:`SIDE_WINDOWS` of shipped ``model`` at its own time window (``time_window`` None), else None."""
-    return SIDE_WINDOWS.get(shipped_name(model)) if time_window is None else None
-
-
 def outage_windows(model, time_window: int | None) -> dict:
-    """The infill settings ``wide_window`` and ``side_window`` of ``model`` (None: not used) at ``time_window``."""
-    return {"wide_window": wide_window(model, time_window), "side_window": side_window(model, time_window)}
+    """The infill settings ``wide_window`` and ``side_window`` of ``model`` (None: not used).
+
+    Shipped weights at their own time window (``time_window`` None) take their :data:`WIDE_WINDOWS`
+    and :data:`SIDE_WINDOWS`; a given time window and fitted models use neither.
+    """
+    name = shipped_name(model) if time_window is None else None
+    return {"wide_window": WIDE_WINDOWS.get(name), "side_window": SIDE_WINDOWS.get(name)}
 
 
 def shipped_name(model) -> str | None:

@@ -252,16 +252,15 @@ def one_sided_floors(window: Window, entries: list, halves, targets: np.ndarray,
         before, after = window.t < window.t[g].min(), window.t > window.t[g].max()
         both = (inside & before[:, None]).any(0) & (inside & after[:, None]).any(0)
         one = np.flatnonzero(deep)[~both]
-        seen_frames = [np.flatnonzero(reach_ & seen[:, p]) for p in one]
-        if not any(len(s) for s in seen_frames):
+        sides = reach_[:, None] & seen[:, one]  # [frames, one-sided targets]: where each is seen, within reach
+        if not sides.any() or reach_.sum() < 2:
             continue  # nothing of them in reach: the far floors (far_floors) stand alone
         change = _persistence_error(window.values[reach_])
+        frame = np.arange(len(window.t))[:, None]
         floor = np.zeros((len(where), n_tgt))
-        for j, (_, k) in enumerate(where):
-            for p, s in zip(one, seen_frames):
-                if len(s):
-                    lag = int(np.abs(s - g[k]).min())
-                    floor[j, p] = change[min(lag, len(change)) - 1] if lag and len(change) else 0.0
+        for j, (_, k) in enumerate(where):  # lag: frames to the nearest seen (never 0: deep in its own frames)
+            lag = np.where(sides, np.abs(frame - g[k]), len(window.t) + 1).min(0)
+            floor[j, one] = np.where(lag <= len(window.t), change[np.minimum(lag, len(change)) - 1], 0.0)
         out[i] = floor.reshape(-1) if floor.any() else None
     return out
 
